@@ -1,0 +1,62 @@
+"""The ``plangraph`` command line.
+
+Each subcommand lives in ``plangraph/commands/<name>.py`` and exposes
+``add_parser(subparsers) -> argparse.ArgumentParser`` and ``run(args) -> int``.
+Command modules must not import ray or torch at module level: ``validate`` and
+``render`` answer in well under a second without them.
+
+Exit codes: 0 success, 1 the input has errors (diagnostics printed), 2 usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+# Order is the order shown in ``plangraph --help``.
+COMMANDS: tuple[str, ...] = ("validate", "render", "run", "explain", "schema", "ops")
+
+
+def _available_commands() -> list[tuple[str, object]]:
+    mods = []
+    for name in COMMANDS:
+        try:
+            mods.append((name, importlib.import_module(f"plangraph.commands.{name}")))
+        except ModuleNotFoundError as exc:  # a command not built yet in this checkout
+            if exc.name != f"plangraph.commands.{name}":
+                raise
+    return mods
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="plangraph",
+        description="Declare, check, draw and run distributed RL execution plans.",
+    )
+    from plangraph import __version__
+
+    parser.add_argument("--version", action="version", version=f"plangraph {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for _name, mod in _available_commands():
+        p = mod.add_parser(sub)  # type: ignore[attr-defined]
+        p.set_defaults(_run=mod.run)  # type: ignore[attr-defined]
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)  # argparse exits with 2 on usage errors
+    try:
+        return int(args._run(args))
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

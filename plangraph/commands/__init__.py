@@ -1,0 +1,1 @@
+"""One module per ``plangraph`` subcommand (see ``plangraph.cli``)."""
