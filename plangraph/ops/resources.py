@@ -1,0 +1,44 @@
+"""Parameter models of the resources a plan declares once and references as ``"@id"``.
+
+Resources are not edges: a ``WorkerSet`` (the learner policy plus its rollout workers) and
+replay buffers are shared state that operators read or write.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from plangraph.ops.policies import PolicyConfig
+
+
+class WorkerSetParams(BaseModel):
+    """A local learner policy plus ``num_workers`` remote rollout workers (Ray actors)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    env: str = Field("CartPole-v1", description="Gymnasium env id (overridden by --env).")
+    num_workers: int = Field(2, ge=0, description="Remote rollout workers; 0 samples locally.")
+    num_envs_per_worker: int = Field(8, ge=1, description="Sub-envs in each worker's vector env.")
+    rollout_fragment_length: int = Field(
+        64, ge=1, description="Env steps per sub-env in one sample() call."
+    )
+    policy: PolicyConfig = Field(description="Algorithm and its hyperparameters.")
+
+
+class ReplayBufferParams(BaseModel):
+    """Experience replay; capacity in env steps, FIFO eviction."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    capacity: int = Field(50_000, ge=1, description="Capacity in env steps (FIFO eviction).")
+    learning_starts: int = Field(
+        1_000, ge=0, description="Readers yield nothing until this many env steps are stored."
+    )
+    prioritized: bool = Field(False, description="Prioritized replay (Schaul et al. 2016).")
+    alpha: float = Field(0.6, gt=0.0, description="Priority exponent (PER).")
+    beta: float = Field(0.4, ge=0.0, le=1.0, description="Initial IS-weight exponent (PER).")
+    beta_final: float = Field(1.0, ge=0.0, le=1.0, description="Final IS-weight exponent.")
+    beta_annealing_steps: int = Field(
+        100_000, ge=0, description="Env steps sampled from the buffer over which beta anneals."
+    )
+    eps: float = Field(1e-6, gt=0.0, description="Added to |TD error| to form a priority.")
