@@ -1,0 +1,113 @@
+"""Actor-critic policies: the shared categorical actor-critic and A2C.
+
+A2C (synchronous advantage actor-critic, Mnih et al. 2016) minimises, over a batch of
+``B`` rows, exactly one optimizer step per train batch:
+
+    L = -mean_i[ log pi(a_i|s_i) * A_i ]                  (policy gradient, eq. of REINFORCE
+                                                            with a value baseline)
+        + vf_loss_coeff * mean_i[ (V(s_i) - G_i)^2 ]      (value regression on value_targets)
+        - entropy_coeff * mean_i[ H(pi(.|s_i)) ]          (entropy bonus)
+
+``A_i`` are the GAE(lambda) advantages of the batch (standardised per train batch when
+``normalize_advantages``), ``G_i`` the lambda-returns ``value_targets``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import torch
+
+from plangraph.rl.models import ActorCritic
+from plangraph.rl.policy import Stats, TorchPolicy, to_tensor
+from plangraph.rl.sample_batch import SampleBatch
+
+_SB = SampleBatch
+
+
+def explained_variance(pred: torch.Tensor, target: torch.Tensor) -> float:
+    """``1 - Var[target - pred] / Var[target]`` (1 = perfect; <= 0 = no better than a mean)."""
+    var = torch.var(target)
+    if float(var) == 0.0:
+        return 0.0
+    return float(1.0 - torch.var(target - pred) / var)
+
+
+class ActorCriticPolicy(TorchPolicy):
+    """Categorical policy ``pi(a|s) = softmax(logits(s))`` plus a state-value head ``V(s)``."""
+
+    model: ActorCritic
+
+    def _build_model(self) -> ActorCritic:
+        return ActorCritic(
+            self.obs_dim, self.num_actions, self.config.hiddens, self.config.activation
+        )
+
+    def compute_actions(
+        self, obs: np.ndarray, explore: bool = True
+    ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """Sample (``explore``) or take the mode of ``pi(.|obs)``.
+
+        Args:
+            obs: ``[B, *obs_shape]`` observations (space dtype).
+
+        Returns:
+            ``(actions int64 [B], {"action_logp": float32 [B],
+            "action_dist_inputs": float32 [B, num_actions]})``.
+        """
+        with torch.inference_mode():
+            logits = self.model.pi(to_tensor(np.asarray(obs)))
+            logp_all = torch.log_softmax(logits, dim=-1).numpy()
+        n = logp_all.shape[0]
+        if explore:
+            # Inverse-CDF sampling with the policy's own numpy stream (seeded, cheap).
+            cdf = np.cumsum(np.exp(logp_all, dtype=np.float64), axis=1)
+            u = self._action_rng.random((n, 1)) * cdf[:, -1:]
+            actions = np.minimum((u >= cdf).sum(axis=1), self.num_actions - 1)
+        else:
+            actions = logp_all.argmax(axis=1)
+        actions = actions.astype(np.int64)
+        return actions, {
+            _SB.ACTION_LOGP: logp_all[np.arange(n), actions],
+            _SB.ACTION_DIST_INPUTS: logits.numpy(),
+        }
+
+    def compute_values(self, obs: np.ndarray) -> np.ndarray:
+        """``V(obs)``: float32 ``[B]`` for observations ``[B, *obs_shape]``."""
+        with torch.inference_mode():
+            return self.model.vf(to_tensor(np.asarray(obs))).numpy()
+
+    @staticmethod
+    def _normalize(adv: torch.Tensor) -> torch.Tensor:
+        if adv.numel() < 2:
+            return adv
+        return (adv - adv.mean()) / (adv.std() + 1e-8)
+
+
+class A2CPolicy(ActorCriticPolicy):
+    """A2C (Mnih et al. 2016, synchronous): loss in the module docstring."""
+
+    loss_columns = (_SB.OBS, _SB.ACTIONS, _SB.ADVANTAGES, _SB.VALUE_TARGETS)
+
+    def _loss(self, t: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, Stats]:
+        cfg = self.config
+        logits = self.model.pi(t[_SB.OBS])
+        logp_all = torch.log_softmax(logits, dim=-1)
+        logp = logp_all.gather(1, t[_SB.ACTIONS].long().unsqueeze(1)).squeeze(1)
+        adv = t[_SB.ADVANTAGES].float()
+        if cfg.normalize_advantages:
+            adv = self._normalize(adv)
+        entropy = -(logp_all.exp() * logp_all).sum(-1).mean()
+        policy_loss = -(logp * adv).mean()
+        values = self.model.vf(t[_SB.OBS])
+        targets = t[_SB.VALUE_TARGETS].float()
+        vf_loss = torch.mean((values - targets) ** 2)
+        total = policy_loss + cfg.vf_loss_coeff * vf_loss - cfg.entropy_coeff * entropy
+        return total, {
+            "total_loss": total.item(),
+            "policy_loss": policy_loss.item(),
+            "vf_loss": vf_loss.item(),
+            "entropy": entropy.item(),
+            "vf_explained_var": explained_variance(values.detach(), targets),
+        }

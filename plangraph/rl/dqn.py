@@ -1,0 +1,135 @@
+"""DQN (Mnih et al. 2015) with double-Q targets (van Hasselt et al. 2016) and Huber loss.
+
+For a batch of transitions ``(s, a, r, s', terminated)``:
+
+    a*    = argmax_a' Q(s', a')            (online net; double_q)   or   Q_target's argmax
+    y     = r + gamma * (1 - terminated) * Q_target(s', a*)
+    td    = Q(s, a) - y
+    L     = mean_i[ w_i * huber_delta(td_i) ]     w_i = batch["weights"] if present, else 1
+
+Truncated transitions bootstrap (only ``terminated`` zeroes the target); ``next_obs`` of a
+truncated step is the final observation of the episode. ``huber_delta(x)`` is ``x^2 / 2``
+for ``|x| <= delta`` and ``delta (|x| - delta / 2)`` beyond. The target network is a copy
+of the online net refreshed by ``update_target()``.
+
+Exploration: epsilon-greedy with epsilon annealed linearly from ``epsilon_initial`` to
+``epsilon_final`` over ``epsilon_timesteps`` env steps sampled (``set_global_vars``).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from plangraph.rl.models import QNetwork
+from plangraph.rl.policy import Stats, TorchPolicy, to_tensor
+from plangraph.rl.sample_batch import SampleBatch
+
+_SB = SampleBatch
+
+
+class DQNPolicy(TorchPolicy):
+    """DQN policy: online Q-network, target Q-network, epsilon-greedy exploration."""
+
+    model: QNetwork
+    loss_columns = (
+        _SB.OBS,
+        _SB.ACTIONS,
+        _SB.REWARDS,
+        _SB.NEXT_OBS,
+        _SB.TERMINATEDS,
+        _SB.WEIGHTS,
+    )
+
+    def _build_model(self) -> QNetwork:
+        model = QNetwork(
+            self.obs_dim, self.num_actions, self.config.hiddens, self.config.activation
+        )
+        self.target_model = copy.deepcopy(model)
+        for p in self.target_model.parameters():
+            p.requires_grad_(False)
+        return model
+
+    @property
+    def epsilon(self) -> float:
+        """Exploration epsilon at ``global_timestep`` (env steps sampled)."""
+        cfg = self.config
+        if cfg.epsilon_timesteps <= 0:
+            return float(cfg.epsilon_final)
+        frac = min(1.0, self.global_timestep / cfg.epsilon_timesteps)
+        return float(cfg.epsilon_initial + frac * (cfg.epsilon_final - cfg.epsilon_initial))
+
+    def compute_actions(
+        self, obs: np.ndarray, explore: bool = True
+    ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """Greedy actions, replaced by uniform random ones with probability epsilon.
+
+        Args:
+            obs: ``[B, *obs_shape]`` observations.
+
+        Returns:
+            ``(actions int64 [B], {})``.
+        """
+        with torch.inference_mode():
+            q = self.model(to_tensor(np.asarray(obs))).numpy()
+        actions = q.argmax(axis=1).astype(np.int64)
+        if explore:
+            n = actions.shape[0]
+            rand = self._action_rng.random(n) < self.epsilon
+            if rand.any():
+                actions[rand] = self._action_rng.integers(0, self.num_actions, size=int(rand.sum()))
+        return actions, {}
+
+    def compute_q_values(self, obs: np.ndarray) -> np.ndarray:
+        """Online ``Q(obs, .)``: float32 ``[B, num_actions]``."""
+        with torch.inference_mode():
+            return self.model(to_tensor(np.asarray(obs))).numpy()
+
+    def update_target(self) -> None:
+        """Copy the online network into the target network (hard update)."""
+        self.target_model.load_state_dict(self.model.state_dict())
+
+    def _loss(self, t: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, Stats]:
+        cfg = self.config
+        q = self.model(t[_SB.OBS])
+        q_t = q.gather(1, t[_SB.ACTIONS].long().unsqueeze(1)).squeeze(1)
+        with torch.no_grad():
+            q_next_target = self.target_model(t[_SB.NEXT_OBS])
+            if cfg.double_q:
+                a_star = self.model(t[_SB.NEXT_OBS]).argmax(dim=1, keepdim=True)
+                q_next = q_next_target.gather(1, a_star).squeeze(1)
+            else:
+                q_next = q_next_target.max(dim=1).values
+            not_done = 1.0 - t[_SB.TERMINATEDS].float()
+            target = t[_SB.REWARDS].float() + cfg.gamma * not_done * q_next
+        td = q_t - target
+        per_row = F.huber_loss(q_t, target, reduction="none", delta=cfg.huber_delta)
+        if _SB.WEIGHTS in t:
+            loss = (t[_SB.WEIGHTS].float() * per_row).mean()
+        else:
+            loss = per_row.mean()
+        return loss, {
+            "loss": loss.item(),
+            "mean_q": q_t.mean().item(),
+            "mean_td_error": td.abs().mean().item(),
+            "epsilon": self.epsilon,
+            "td_error": td.detach().numpy().astype(np.float32),
+        }
+
+    def get_state(self) -> dict[str, Any]:
+        state = super().get_state()
+        state["target_weights"] = {
+            k: v.detach().numpy().copy() for k, v in self.target_model.state_dict().items()
+        }
+        return state
+
+    def set_state(self, state: Mapping[str, Any]) -> None:
+        super().set_state(state)
+        self.target_model.load_state_dict(
+            {k: torch.tensor(np.asarray(v)) for k, v in state["target_weights"].items()}
+        )

@@ -1,0 +1,356 @@
+"""Torch policy base: gradients, optimizer steps, SGD epochs, weights, schedules, state.
+
+A policy owns one torch model and one Adam optimizer. The update paths share one code
+path, so they agree bit for bit:
+
+* ``compute_gradients(batch)`` -> raw gradients of the loss on the whole batch;
+* ``apply_gradients(grads)`` -> clip the global L2 norm to ``grad_clip``, one Adam step;
+* ``learn_on_batch(batch)`` == ``apply_gradients(compute_gradients(batch))``;
+* ``train(batch, num_sgd_iter, sgd_minibatch_size)``: ``learn_on_batch`` once when
+  ``num_sgd_iter == 1 and sgd_minibatch_size == 0``; otherwise ``num_sgd_iter`` epochs,
+  each over freshly shuffled minibatches of ``sgd_minibatch_size`` rows (the last one holds
+  the remainder; ``0`` = the whole batch), one optimizer step per minibatch. Stats are
+  averaged over the minibatches of the *last* epoch (as RLlib's ``do_minibatch_sgd``).
+
+Clipping happens when gradients are applied, so averaged microbatch gradients are
+clipped once, like a single large batch.
+
+Every ``train``/``learn_on_batch`` result carries ``num_env_steps_trained`` (= rows of the
+batch, counted once per call, not once per minibatch pass) and ``num_grad_steps``.
+"""
+
+from __future__ import annotations
+
+import copy
+import warnings
+from collections.abc import Mapping
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from pydantic import TypeAdapter
+
+from plangraph.ops.policies import A2CConfig, DQNConfig, PolicyConfig, PPOConfig
+from plangraph.rl.sample_batch import SampleBatch
+
+Stats = dict[str, Any]
+"""Learner stats: ``str -> float`` (plus ``td_error: float32 [B]`` for DQN)."""
+
+_CONFIG_ADAPTER: TypeAdapter[Any] = TypeAdapter(PolicyConfig)
+
+
+def as_policy_config(config: Any) -> A2CConfig | PPOConfig | DQNConfig:
+    """Validate a policy config given as a model instance or a dict (``{"algo": ...}``).
+
+    Raises:
+        pydantic.ValidationError: the dict is not a valid ``PolicyConfig``.
+    """
+    if isinstance(config, A2CConfig | PPOConfig | DQNConfig):
+        return config
+    return _CONFIG_ADAPTER.validate_python(config)
+
+
+def piecewise_linear(points: tuple[tuple[int, float], ...], x: float) -> float:
+    """Linear interpolation through ``(x, y)`` points; constant before the first/after the last."""
+    xs = np.array([p[0] for p in points], dtype=np.float64)
+    ys = np.array([p[1] for p in points], dtype=np.float64)
+    return float(np.interp(x, xs, ys))
+
+
+def to_tensor(arr: np.ndarray) -> torch.Tensor:
+    """Zero-copy tensor view of a numpy array, also for read-only arrays (from Ray's store).
+
+    The tensor must not be written to: batches from the object store are shared memory.
+    """
+    arr = np.asarray(arr)
+    if arr.flags.writeable:
+        return torch.from_numpy(arr)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        return torch.from_numpy(arr)
+
+
+class TorchPolicy:
+    """Base class of the A2C, PPO and DQN policies (``make_policy`` builds them).
+
+    Args:
+        observation_space: a ``gymnasium.spaces.Box`` (any dtype, any shape).
+        action_space: a ``gymnasium.spaces.Discrete``.
+        config: the algorithm's config model from ``plangraph.ops.policies``.
+        seed: seeds the torch initialisation (without touching torch's global RNG), action
+            sampling and minibatch shuffling.
+
+    Raises:
+        ValueError: an unsupported observation or action space.
+    """
+
+    #: batch columns the loss reads (converted to tensors once per ``train`` call)
+    loss_columns: tuple[str, ...] = ()
+
+    def __init__(
+        self,
+        observation_space: gym.Space[Any],
+        action_space: gym.Space[Any],
+        config: A2CConfig | PPOConfig | DQNConfig,
+        seed: int = 0,
+    ) -> None:
+        if not isinstance(observation_space, gym.spaces.Box):
+            raise ValueError(
+                f"{type(self).__name__} needs a Box observation space, got {observation_space}"
+            )
+        if not isinstance(action_space, gym.spaces.Discrete):
+            raise ValueError(
+                f"{type(self).__name__} supports Discrete action spaces only, got "
+                f"{action_space}; use an env with discrete actions (e.g. CartPole-v1)"
+            )
+        self.observation_space = observation_space
+        self.action_space = action_space
+        self.config = config
+        self.obs_dim = int(np.prod(observation_space.shape))
+        self.num_actions = int(action_space.n)
+        self.global_timestep = 0
+        act_seq, sgd_seq = np.random.SeedSequence(int(seed)).spawn(2)
+        self._action_rng = np.random.default_rng(act_seq)
+        self._sgd_rng = np.random.default_rng(sgd_seq)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(int(seed))
+            self.model = self._build_model()
+        self._params = [p for p in self.model.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.Adam(self._params, lr=self.cur_lr, eps=1e-5)
+
+    # --- to implement -----------------------------------------------------------------
+    def _build_model(self) -> torch.nn.Module:
+        raise NotImplementedError
+
+    def _loss(self, t: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, Stats]:
+        """Scalar loss and stats of one (mini)batch given as tensors."""
+        raise NotImplementedError
+
+    def compute_actions(
+        self, obs: np.ndarray, explore: bool = True
+    ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """Actions for ``obs [B, *obs_shape]``: ``(actions int64 [B], extra columns)``."""
+        raise NotImplementedError
+
+    # --- schedules --------------------------------------------------------------------
+    @property
+    def cur_lr(self) -> float:
+        """Learning rate at ``global_timestep`` (``lr_schedule`` if set, else ``lr``)."""
+        if self.config.lr_schedule:
+            return piecewise_linear(self.config.lr_schedule, self.global_timestep)
+        return float(self.config.lr)
+
+    def set_global_vars(self, global_vars: Mapping[str, Any]) -> None:
+        """``{"timestep": num_env_steps_sampled}`` drives the lr schedule (and epsilon)."""
+        if "timestep" in global_vars:
+            self.global_timestep = int(global_vars["timestep"])
+        lr = self.cur_lr
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+
+    # --- batches ----------------------------------------------------------------------
+    def _tensors(self, batch: SampleBatch) -> dict[str, torch.Tensor]:
+        cols = [c for c in self.loss_columns if c in batch]
+        missing = [c for c in self.loss_columns if c not in batch and c != SampleBatch.WEIGHTS]
+        if missing:
+            raise KeyError(
+                f"{type(self).__name__} needs batch columns {missing}, batch has "
+                f"{sorted(batch.keys())}; was the batch postprocessed for "
+                f"algo={self.config.algo!r}?"
+            )
+        return {c: to_tensor(batch[c]) for c in cols}
+
+    # --- gradients --------------------------------------------------------------------
+    def _grads(self, t: Mapping[str, torch.Tensor]) -> tuple[list[torch.Tensor], Stats]:
+        loss, stats = self._loss(t)
+        grads = torch.autograd.grad(loss, self._params, allow_unused=True)
+        grads = [
+            torch.zeros_like(p) if g is None else g
+            for g, p in zip(grads, self._params, strict=True)
+        ]
+        return grads, stats
+
+    def _apply(self, grads: list[torch.Tensor]) -> Stats:
+        for p, g in zip(self._params, grads, strict=True):
+            p.grad = g
+        if self.config.grad_clip is not None:
+            gnorm = torch.nn.utils.clip_grad_norm_(self._params, self.config.grad_clip)
+        else:
+            gnorm = torch.linalg.vector_norm(torch.stack([g.norm() for g in grads]))
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return {"grad_gnorm": float(gnorm), "cur_lr": float(self.optimizer.param_groups[0]["lr"])}
+
+    def compute_gradients(self, batch: SampleBatch) -> tuple[list[np.ndarray], Stats]:
+        """Raw (unclipped) gradients of the loss on ``batch``; no optimizer step.
+
+        Returns:
+            ``(grads, stats)``: one float32 array per parameter, in ``model.parameters()``
+            order, and the learner stats of the batch.
+        """
+        grads, stats = self._grads(self._tensors(batch))
+        stats["grad_gnorm"] = float(
+            torch.linalg.vector_norm(torch.stack([g.norm() for g in grads]))
+        )
+        return [g.detach().numpy().copy() for g in grads], stats
+
+    def apply_gradients(self, grads: list[np.ndarray]) -> Stats:
+        """One optimizer step with ``grads`` (clipped to ``grad_clip`` global L2 norm).
+
+        Raises:
+            ValueError: wrong number or shapes of gradient arrays.
+        """
+        if len(grads) != len(self._params):
+            raise ValueError(f"expected {len(self._params)} gradient arrays, got {len(grads)}")
+        tensors = []
+        for i, (g, p) in enumerate(zip(grads, self._params, strict=True)):
+            if tuple(np.shape(g)) != tuple(p.shape):
+                raise ValueError(
+                    f"gradient {i} has shape {np.shape(g)}, parameter has {tuple(p.shape)}"
+                )
+            tensors.append(torch.tensor(np.asarray(g), dtype=p.dtype))
+        return self._apply(tensors)
+
+    def _learn_on_tensors(self, t: Mapping[str, torch.Tensor]) -> Stats:
+        grads, stats = self._grads(t)
+        stats.update(self._apply(grads))
+        return stats
+
+    def learn_on_batch(self, batch: SampleBatch) -> Stats:
+        """One optimizer step on the whole batch; learner stats."""
+        stats = self._learn_on_tensors(self._tensors(batch))
+        stats["num_env_steps_trained"] = batch.count
+        stats["num_grad_steps"] = 1
+        return stats
+
+    def train(
+        self, batch: SampleBatch, num_sgd_iter: int = 1, sgd_minibatch_size: int = 0
+    ) -> Stats:
+        """SGD on one train batch (the ``TrainOneStep`` operator calls this).
+
+        Args:
+            batch: a postprocessed train batch of ``B`` rows.
+            num_sgd_iter: epochs over the batch (>= 1).
+            sgd_minibatch_size: rows per minibatch; 0 = the whole batch per step.
+
+        Returns:
+            Stats averaged over the last epoch's minibatches; per-row arrays (``td_error``)
+            are reassembled into batch row order; ``num_env_steps_trained == B``.
+
+        Raises:
+            ValueError: ``num_sgd_iter < 1`` or ``sgd_minibatch_size < 0``.
+        """
+        if num_sgd_iter < 1:
+            raise ValueError(f"num_sgd_iter must be >= 1, got {num_sgd_iter}")
+        if sgd_minibatch_size < 0:
+            raise ValueError(f"sgd_minibatch_size must be >= 0, got {sgd_minibatch_size}")
+        if batch.count == 0:
+            raise ValueError("cannot train on an empty SampleBatch")
+        if num_sgd_iter == 1 and sgd_minibatch_size == 0:
+            return self.learn_on_batch(batch)
+        t = self._tensors(batch)
+        steps = 0
+        last: list[tuple[np.ndarray, Stats]] = []
+        for epoch in range(num_sgd_iter):
+            final = epoch == num_sgd_iter - 1
+            for idx in batch.minibatch_indices(sgd_minibatch_size, rng=self._sgd_rng):
+                idx_t = torch.from_numpy(idx)
+                stats = self._learn_on_tensors({k: v[idx_t] for k, v in t.items()})
+                steps += 1
+                if final:
+                    last.append((idx, stats))
+        out = _merge_minibatch_stats(last, batch.count)
+        out["num_env_steps_trained"] = batch.count
+        out["num_grad_steps"] = steps
+        return out
+
+    # --- weights and state ------------------------------------------------------------
+    def get_weights(self) -> dict[str, np.ndarray]:
+        """Model weights as ``name -> numpy copy`` (what rollout workers need)."""
+        return {k: v.detach().numpy().copy() for k, v in self.model.state_dict().items()}
+
+    def set_weights(self, weights: Mapping[str, np.ndarray]) -> None:
+        """Load weights from ``get_weights()`` of a policy with the same config.
+
+        Raises:
+            ValueError: the weight names or shapes do not match this model.
+        """
+        state = self.model.state_dict()
+        if set(weights) != set(state):
+            raise ValueError(
+                f"weights do not match the model: missing {sorted(set(state) - set(weights))}, "
+                f"unexpected {sorted(set(weights) - set(state))}"
+            )
+        with torch.no_grad():
+            for k, tensor in state.items():
+                src = to_tensor(np.asarray(weights[k]))
+                if tuple(src.shape) != tuple(tensor.shape):
+                    raise ValueError(
+                        f"weight {k!r} has shape {tuple(src.shape)}, model has "
+                        f"{tuple(tensor.shape)}"
+                    )
+                tensor.copy_(src)
+
+    def get_state(self) -> dict[str, Any]:
+        """Everything to resume learning: weights, optimizer, global vars, RNG states."""
+        return {
+            "weights": self.get_weights(),
+            "optimizer": copy.deepcopy(self.optimizer.state_dict()),
+            "global_timestep": self.global_timestep,
+            "action_rng": self._action_rng.bit_generator.state,
+            "sgd_rng": self._sgd_rng.bit_generator.state,
+        }
+
+    def set_state(self, state: Mapping[str, Any]) -> None:
+        """Restore ``get_state()``."""
+        self.set_weights(state["weights"])
+        # deepcopy: torch keeps references to same-dtype tensors, so two policies restored
+        # from one state would otherwise share (and both mutate) the Adam moments.
+        self.optimizer.load_state_dict(copy.deepcopy(state["optimizer"]))
+        self._action_rng.bit_generator.state = state["action_rng"]
+        self._sgd_rng.bit_generator.state = state["sgd_rng"]
+        self.set_global_vars({"timestep": state["global_timestep"]})
+
+
+def _merge_minibatch_stats(last: list[tuple[np.ndarray, Stats]], count: int) -> Stats:
+    out: Stats = {}
+    if not last:
+        return out
+    for key, first in last[0][1].items():
+        if isinstance(first, np.ndarray) and first.ndim == 1:
+            full = np.zeros(count, dtype=first.dtype)
+            for idx, stats in last:
+                full[idx] = stats[key]
+            out[key] = full
+        else:
+            out[key] = float(np.mean([stats[key] for _, stats in last]))
+    return out
+
+
+def make_policy(
+    observation_space: gym.Space[Any],
+    action_space: gym.Space[Any],
+    config: Any,
+    seed: int = 0,
+) -> TorchPolicy:
+    """Build the policy for ``config.algo`` (``"a2c"``, ``"ppo"`` or ``"dqn"``).
+
+    Args:
+        observation_space: Box observation space.
+        action_space: Discrete action space.
+        config: an ``A2CConfig``/``PPOConfig``/``DQNConfig`` or an equivalent dict.
+        seed: policy seed (see ``TorchPolicy``).
+    """
+    cfg = as_policy_config(config)
+    if cfg.algo == "a2c":
+        from plangraph.rl.a2c import A2CPolicy
+
+        return A2CPolicy(observation_space, action_space, cfg, seed)
+    if cfg.algo == "ppo":
+        from plangraph.rl.ppo import PPOPolicy
+
+        return PPOPolicy(observation_space, action_space, cfg, seed)
+    from plangraph.rl.dqn import DQNPolicy
+
+    return DQNPolicy(observation_space, action_space, cfg, seed)

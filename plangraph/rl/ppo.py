@@ -1,0 +1,82 @@
+"""PPO with the clipped surrogate objective (Schulman et al. 2017, eq. 7 and 9).
+
+Per minibatch, with ``r_i = exp(log pi(a_i|s_i) - action_logp_i)`` (behaviour log-prob
+recorded by the rollout worker) and advantages ``A_i`` (standardised per minibatch when
+``normalize_advantages``):
+
+    L_clip = -mean_i[ min(r_i A_i, clip(r_i, 1 - eps, 1 + eps) A_i) ]      eps = clip_param
+    L_vf   =  mean_i[ (V(s_i) - G_i)^2 ]                  or, with vf_clip_param = c,
+              mean_i[ max((V - G)^2, (vf_preds + clip(V - vf_preds, -c, c) - G)^2) ]
+    L      =  L_clip + vf_loss_coeff * L_vf - entropy_coeff * mean_i[ H(pi(.|s_i)) ]
+
+``train(batch, num_sgd_iter, sgd_minibatch_size)`` runs the epochs (``TorchPolicy.train``).
+Reported: ``kl`` = mean KL(pi_old || pi) from the behaviour logits ``action_dist_inputs``,
+``clip_frac`` = fraction of rows with ``|r - 1| > eps``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import torch
+
+from plangraph.rl.a2c import ActorCriticPolicy, explained_variance
+from plangraph.rl.policy import Stats
+from plangraph.rl.sample_batch import SampleBatch
+
+_SB = SampleBatch
+
+
+class PPOPolicy(ActorCriticPolicy):
+    """PPO-clip policy; loss in the module docstring."""
+
+    loss_columns = (
+        _SB.OBS,
+        _SB.ACTIONS,
+        _SB.ACTION_LOGP,
+        _SB.ACTION_DIST_INPUTS,
+        _SB.VF_PREDS,
+        _SB.ADVANTAGES,
+        _SB.VALUE_TARGETS,
+    )
+
+    def _loss(self, t: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, Stats]:
+        cfg = self.config
+        logits = self.model.pi(t[_SB.OBS])
+        logp_all = torch.log_softmax(logits, dim=-1)
+        logp = logp_all.gather(1, t[_SB.ACTIONS].long().unsqueeze(1)).squeeze(1)
+        old_logp = t[_SB.ACTION_LOGP].float()
+        adv = t[_SB.ADVANTAGES].float()
+        if cfg.normalize_advantages:
+            adv = self._normalize(adv)
+        log_ratio = logp - old_logp
+        ratio = torch.exp(log_ratio)
+        surrogate = torch.min(
+            ratio * adv, torch.clamp(ratio, 1.0 - cfg.clip_param, 1.0 + cfg.clip_param) * adv
+        )
+        policy_loss = -surrogate.mean()
+
+        values = self.model.vf(t[_SB.OBS])
+        targets = t[_SB.VALUE_TARGETS].float()
+        vf_err = (values - targets) ** 2
+        if cfg.vf_clip_param is not None:
+            old_v = t[_SB.VF_PREDS].float()
+            clipped = old_v + torch.clamp(values - old_v, -cfg.vf_clip_param, cfg.vf_clip_param)
+            vf_err = torch.max(vf_err, (clipped - targets) ** 2)
+        vf_loss = vf_err.mean()
+
+        entropy = -(logp_all.exp() * logp_all).sum(-1).mean()
+        total = policy_loss + cfg.vf_loss_coeff * vf_loss - cfg.entropy_coeff * entropy
+        with torch.no_grad():
+            old_logp_all = torch.log_softmax(t[_SB.ACTION_DIST_INPUTS].float(), dim=-1)
+            kl = (old_logp_all.exp() * (old_logp_all - logp_all)).sum(-1).mean()
+            clip_frac = ((ratio - 1.0).abs() > cfg.clip_param).float().mean()
+        return total, {
+            "total_loss": total.item(),
+            "policy_loss": policy_loss.item(),
+            "vf_loss": vf_loss.item(),
+            "entropy": entropy.item(),
+            "kl": kl.item(),
+            "clip_frac": clip_frac.item(),
+            "vf_explained_var": explained_variance(values.detach(), targets),
+        }

@@ -1,0 +1,303 @@
+"""``RolloutWorker``: samples fixed-length fragments from a gymnasium vector env.
+
+One worker = one ``gymnasium.vector.SyncVectorEnv`` of ``num_envs`` sub-envs + one torch
+policy for inference. ``sample()`` steps every sub-env ``rollout_fragment_length`` (``T``)
+times and returns one postprocessed ``SampleBatch`` of exactly ``T * num_envs`` rows, so
+``batch.env_steps()`` is the number of sub-env ``step`` calls made: counters can add it
+directly.
+
+Autoreset. The vector env is created with ``autoreset_mode=SAME_STEP``: when a sub-env's
+episode ends at step ``t``, the vector env resets it inside that same ``step`` call,
+returns the *reset* observation in ``obs`` and the episode's final observation in
+``infos["final_obs"]``. So every recorded row is a real transition (gymnasium's default
+``NEXT_STEP`` mode would instead spend the following ``step`` on the reset and return a
+reward-0 pseudo-transition that must be dropped, which makes fragments ragged); no row
+ever crosses a reset, and episode lengths are exact.
+
+Layout. Fragment buffers are sub-env-major ``[N, T, ...]``, so the flattened batch holds
+sub-env ``k``'s rows at ``k*T .. k*T + T - 1`` in time order (row ``k*T + t``). Each
+sub-env's trajectory pieces are contiguous; ``eps_id`` and ``t`` identify episodes.
+
+Postprocessing (on the worker, before flattening):
+
+* ``a2c``/``ppo``: ``vf_preds = V(s_t)`` for the whole fragment in one forward pass (the
+  weights do not change within a fragment), ``bootstrap_values`` (0 on termination,
+  ``V(final obs)`` on truncation, ``V(s_{t+1})`` otherwise, ``V(last obs)`` at the fragment
+  cut), then GAE(lambda) vectorised over sub-envs (``postprocessing.compute_gae``).
+* ``dqn``: ``next_obs`` (the final observation at an episode end).
+
+Episode statistics (undiscounted return, length in env steps) of every episode that ends
+during ``sample()`` travel on the batch (``episode_returns``/``episode_lengths``). An
+episode that spans fragments is reported once, in the fragment where it ends.
+
+Seeding: ``seeding.derive_seeds(seed, worker_index, num_envs)``; each sub-env is seeded on
+its first reset only, then continues its own RNG stream across autoresets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from plangraph.rl.a2c import ActorCriticPolicy
+from plangraph.rl.dqn import DQNPolicy
+from plangraph.rl.policy import TorchPolicy, as_policy_config, make_policy
+from plangraph.rl.postprocessing import compute_gae
+from plangraph.rl.sample_batch import SampleBatch
+from plangraph.rl.seeding import derive_seeds
+
+EnvSpec = str | Callable[[], gym.Env]
+"""A gymnasium env id (``"CartPole-v1"``) or a zero-argument creator of a ``gym.Env``."""
+
+_SB = SampleBatch
+# eps_id = worker_index * _EPS_STRIDE + per-worker episode counter (unique within a run).
+_EPS_STRIDE = 1 << 40
+
+
+def env_creator(env: EnvSpec) -> Callable[[], gym.Env]:
+    """A zero-argument creator for ``env``.
+
+    Raises:
+        TypeError: ``env`` is neither a string nor callable.
+    """
+    if isinstance(env, str):
+        env_id = env
+
+        def _make() -> gym.Env:
+            return gym.make(env_id)
+
+        return _make
+    if callable(env):
+        return env
+    raise TypeError(f"env must be a gymnasium env id or a creator callable, got {env!r}")
+
+
+def make_vector_env(env: EnvSpec, num_envs: int) -> gym.vector.SyncVectorEnv:
+    """``SyncVectorEnv`` of ``num_envs`` copies in ``SAME_STEP`` autoreset mode, no obs copy."""
+    creator = env_creator(env)
+    return gym.vector.SyncVectorEnv(
+        [creator] * num_envs,
+        copy=False,
+        autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
+    )
+
+
+class RolloutWorker:
+    """Samples postprocessed fragments; usable in-process or as a Ray actor.
+
+    Args:
+        env: gymnasium env id or env creator (see ``EnvSpec``).
+        num_envs: sub-envs ``N`` in the vector env (>= 1).
+        rollout_fragment_length: env steps ``T`` per sub-env in one ``sample()`` (>= 1).
+        policy_config: ``A2CConfig``/``PPOConfig``/``DQNConfig`` or an equivalent dict.
+        seed: the run seed; this worker's seeds derive from ``(seed, worker_index)``.
+        worker_index: 0 for the local worker, ``1..num_workers`` for remote ones.
+        policy: use this policy instead of building one (the local learner policy when
+            sampling in-process); its spaces must match the env's.
+        torch_threads: if set, ``torch.set_num_threads(torch_threads)`` (1 in Ray actors).
+
+    Raises:
+        ValueError: ``num_envs`` or ``rollout_fragment_length`` < 1, or unsupported spaces.
+    """
+
+    def __init__(
+        self,
+        env: EnvSpec,
+        num_envs: int,
+        rollout_fragment_length: int,
+        policy_config: Any,
+        seed: int = 0,
+        worker_index: int = 0,
+        *,
+        policy: TorchPolicy | None = None,
+        torch_threads: int | None = None,
+    ) -> None:
+        if num_envs < 1:
+            raise ValueError(f"num_envs must be >= 1, got {num_envs}")
+        if rollout_fragment_length < 1:
+            raise ValueError(f"rollout_fragment_length must be >= 1, got {rollout_fragment_length}")
+        if torch_threads is not None:
+            torch.set_num_threads(torch_threads)
+        self.config = as_policy_config(policy_config)
+        self.num_envs = int(num_envs)
+        self.rollout_fragment_length = int(rollout_fragment_length)
+        self.worker_index = int(worker_index)
+        self.policy_seed, self.sub_env_seeds = derive_seeds(seed, worker_index, num_envs)
+        self.env = make_vector_env(env, num_envs)
+        self.observation_space = self.env.single_observation_space
+        self.action_space = self.env.single_action_space
+        self.policy = policy or make_policy(
+            self.observation_space, self.action_space, self.config, self.policy_seed
+        )
+        self._obs_shape = tuple(self.observation_space.shape)
+        self._obs_dtype = self.observation_space.dtype
+        obs, _ = self.env.reset(seed=list(self.sub_env_seeds))
+        self._obs = obs
+        self._ep_return = np.zeros(self.num_envs, dtype=np.float64)
+        self._ep_len = np.zeros(self.num_envs, dtype=np.int64)
+        self._eps_counter = 0
+        self._eps_ids = np.array([self._new_eps_id() for _ in range(self.num_envs)])
+        self.num_env_steps_sampled = 0
+
+    def _new_eps_id(self) -> int:
+        eid = self.worker_index * _EPS_STRIDE + self._eps_counter
+        self._eps_counter += 1
+        return eid
+
+    # --- sampling ---------------------------------------------------------------------
+    def sample(self) -> SampleBatch:
+        """Step every sub-env ``T`` times; one postprocessed batch of ``T * N`` rows.
+
+        Columns: ``obs, actions, rewards, terminateds, truncateds, eps_id, t`` plus
+        ``action_logp, action_dist_inputs, vf_preds, bootstrap_values, advantages,
+        value_targets`` (a2c/ppo) or ``next_obs`` (dqn). Row ``k*T + t`` is step ``t`` of
+        sub-env ``k``.
+        """
+        n, horizon = self.num_envs, self.rollout_fragment_length
+        policy, env = self.policy, self.env
+        actor_critic = isinstance(policy, ActorCriticPolicy)
+        obs_buf = np.empty((n, horizon, *self._obs_shape), dtype=self._obs_dtype)
+        act_buf = np.empty((n, horizon), dtype=np.int64)
+        rew_buf = np.empty((n, horizon), dtype=np.float32)
+        term_buf = np.empty((n, horizon), dtype=bool)
+        trunc_buf = np.empty((n, horizon), dtype=bool)
+        eps_buf = np.empty((n, horizon), dtype=np.int64)
+        t_buf = np.empty((n, horizon), dtype=np.int64)
+        if actor_critic:
+            logp_buf = np.empty((n, horizon), dtype=np.float32)
+            logits_buf = np.empty((n, horizon, policy.num_actions), dtype=np.float32)
+        # (t, sub-env, final observation) of every episode end in this fragment.
+        finals: list[tuple[int, int, np.ndarray]] = []
+        ep_returns: list[float] = []
+        ep_lengths: list[int] = []
+
+        obs = self._obs
+        for t in range(horizon):
+            obs_buf[:, t] = obs
+            eps_buf[:, t] = self._eps_ids
+            t_buf[:, t] = self._ep_len
+            actions, extra = policy.compute_actions(obs)
+            act_buf[:, t] = actions
+            if actor_critic:
+                logp_buf[:, t] = extra[_SB.ACTION_LOGP]
+                logits_buf[:, t] = extra[_SB.ACTION_DIST_INPUTS]
+            obs, rew, term, trunc, infos = env.step(actions)
+            rew_buf[:, t] = rew
+            term_buf[:, t] = term
+            trunc_buf[:, t] = trunc
+            self._ep_return += rew
+            self._ep_len += 1
+            done = np.logical_or(term, trunc)
+            if done.any():
+                final_obs = infos["final_obs"]
+                for k in np.flatnonzero(done):
+                    finals.append((t, int(k), np.array(final_obs[k], dtype=self._obs_dtype)))
+                    ep_returns.append(float(self._ep_return[k]))
+                    ep_lengths.append(int(self._ep_len[k]))
+                    self._ep_return[k] = 0.0
+                    self._ep_len[k] = 0
+                    self._eps_ids[k] = self._new_eps_id()
+        self._obs = obs
+
+        columns: dict[str, np.ndarray] = {
+            _SB.OBS: obs_buf,
+            _SB.ACTIONS: act_buf,
+            _SB.REWARDS: rew_buf,
+            _SB.TERMINATEDS: term_buf,
+            _SB.TRUNCATEDS: trunc_buf,
+            _SB.EPS_ID: eps_buf,
+            _SB.T: t_buf,
+        }
+        if actor_critic:
+            columns[_SB.ACTION_LOGP] = logp_buf
+            columns[_SB.ACTION_DIST_INPUTS] = logits_buf
+            columns.update(self._postprocess_actor_critic(obs_buf, rew_buf, term_buf, finals))
+        elif isinstance(policy, DQNPolicy):
+            columns[_SB.NEXT_OBS] = self._next_obs(obs_buf, finals)
+        rows = n * horizon
+        self.num_env_steps_sampled += rows
+        return SampleBatch(
+            {k: v.reshape(rows, *v.shape[2:]) for k, v in columns.items()},
+            episode_returns=ep_returns,
+            episode_lengths=ep_lengths,
+        )
+
+    def _postprocess_actor_critic(
+        self,
+        obs_buf: np.ndarray,
+        rew_buf: np.ndarray,
+        term_buf: np.ndarray,
+        finals: list[tuple[int, int, np.ndarray]],
+    ) -> dict[str, np.ndarray]:
+        n, horizon = rew_buf.shape
+        policy = self.policy
+        assert isinstance(policy, ActorCriticPolicy)
+        values = policy.compute_values(obs_buf.reshape(n * horizon, *self._obs_shape))
+        values = values.reshape(n, horizon)
+        # Successor values: the next row's V(s_{t+1}); V(last obs) at the fragment cut;
+        # V(final obs) where truncated (the reset obs in the next row is another episode);
+        # 0 where terminated.
+        truncated = [(t, k, f) for t, k, f in finals if not term_buf[k, t]]
+        boot_obs = [self._obs] + [f[None] for _, _, f in truncated]
+        boot_v = policy.compute_values(np.concatenate(boot_obs).astype(self._obs_dtype))
+        bootstrap = np.empty((n, horizon), dtype=np.float32)
+        bootstrap[:, :-1] = values[:, 1:]
+        bootstrap[:, -1] = boot_v[:n]
+        for j, (t, k, _) in enumerate(truncated):
+            bootstrap[k, t] = boot_v[n + j]
+        bootstrap[term_buf] = 0.0
+        continues = np.ones((n, horizon), dtype=bool)
+        for t, k, _ in finals:
+            continues[k, t] = False
+        continues[:, -1] = False
+        adv, targets = compute_gae(
+            rew_buf.T, values.T, bootstrap.T, continues.T, self.config.gamma, self.config.gae_lambda
+        )
+        return {
+            _SB.VF_PREDS: values,
+            _SB.BOOTSTRAP_VALUES: bootstrap,
+            _SB.ADVANTAGES: np.ascontiguousarray(adv.T),
+            _SB.VALUE_TARGETS: np.ascontiguousarray(targets.T),
+        }
+
+    def _next_obs(
+        self, obs_buf: np.ndarray, finals: list[tuple[int, int, np.ndarray]]
+    ) -> np.ndarray:
+        next_obs = np.empty_like(obs_buf)
+        next_obs[:, :-1] = obs_buf[:, 1:]
+        next_obs[:, -1] = self._obs
+        for t, k, f in finals:
+            next_obs[k, t] = f
+        return next_obs
+
+    # --- weights ----------------------------------------------------------------------
+    def get_weights(self) -> dict[str, np.ndarray]:
+        """The inference policy's weights."""
+        return self.policy.get_weights()
+
+    def set_weights(
+        self, weights: Mapping[str, np.ndarray], global_vars: Mapping[str, Any] | None = None
+    ) -> None:
+        """Load learner weights and, if given, global vars (``{"timestep": ...}``)."""
+        self.policy.set_weights(weights)
+        if global_vars:
+            self.policy.set_global_vars(global_vars)
+
+    def set_global_vars(self, global_vars: Mapping[str, Any]) -> None:
+        self.policy.set_global_vars(global_vars)
+
+    def get_spaces(self) -> tuple[gym.Space[Any], gym.Space[Any]]:
+        """``(single observation space, single action space)`` of the sub-envs."""
+        return self.observation_space, self.action_space
+
+    def ping(self) -> bool:
+        """Liveness probe for ``WorkerSet`` health checks."""
+        return True
+
+    def stop(self) -> None:
+        """Close the vector env."""
+        self.env.close()

@@ -1,0 +1,209 @@
+"""``WorkerSet``: the local learner policy plus ``num_workers`` remote ``RolloutWorker`` actors.
+
+* ``num_workers > 0``: remote actors with ``worker_index`` 1..N, each seeded from
+  ``(seed, worker_index)`` (``seeding``); the learner policy is seeded from
+  ``(seed, 0)`` and its weights are broadcast to every worker at construction, so all
+  workers start from the learner's weights.
+* ``num_workers == 0``: a local ``RolloutWorker`` (``worker_index`` 0) samples in-process
+  and *shares* the learner policy object, so no weight sync is needed.
+
+``sync_weights(global_vars)`` puts the learner weights into the object store once
+(``ray.put``) and sends ``set_weights(ref, global_vars)`` to every worker without waiting;
+Ray runs an actor's calls in submission order, so the worker's next ``sample()`` uses the
+new weights.
+
+Actors reserve ``num_cpus_per_worker`` CPUs (default 0: on a 2-core machine the driver,
+the workers and any replay/learner actors must all be schedulable at once; rollout workers
+call ``torch.set_num_threads(1)`` themselves).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from plangraph.rl.policy import TorchPolicy, as_policy_config, make_policy
+from plangraph.rl.rollout_worker import EnvSpec, RolloutWorker
+from plangraph.rl.sample_batch import SampleBatch
+from plangraph.rl.seeding import derive_seeds
+
+if TYPE_CHECKING:
+    from plangraph.ops.resources import WorkerSetParams
+
+
+class WorkerSet:
+    """Learner policy + rollout workers.
+
+    Args:
+        env: gymnasium env id or env creator.
+        num_workers: remote rollout workers (0 = sample in-process).
+        num_envs_per_worker: sub-envs per worker.
+        rollout_fragment_length: env steps per sub-env per ``sample()``.
+        policy_config: policy config model or dict (``plangraph.ops.policies``).
+        seed: the run seed.
+        num_cpus_per_worker: CPUs each remote actor reserves in Ray (may be fractional).
+
+    Attributes:
+        local_policy: the learner ``TorchPolicy``.
+        remote_workers: list of ``RolloutWorker`` actor handles (index ``i`` has
+            ``worker_index = i + 1``).
+        local_worker: the in-process ``RolloutWorker`` when ``num_workers == 0``, else None.
+    """
+
+    def __init__(
+        self,
+        env: EnvSpec,
+        num_workers: int,
+        num_envs_per_worker: int,
+        rollout_fragment_length: int,
+        policy_config: Any,
+        seed: int = 0,
+        *,
+        num_cpus_per_worker: float = 0.0,
+    ) -> None:
+        if num_workers < 0:
+            raise ValueError(f"num_workers must be >= 0, got {num_workers}")
+        self.env = env
+        self.num_workers = int(num_workers)
+        self.num_envs_per_worker = int(num_envs_per_worker)
+        self.rollout_fragment_length = int(rollout_fragment_length)
+        self.policy_config = as_policy_config(policy_config)
+        self.seed = int(seed)
+        self.num_cpus_per_worker = float(num_cpus_per_worker)
+        self._global_vars: dict[str, Any] = {}
+        self.remote_workers: list[Any] = []
+        self.local_worker: RolloutWorker | None = None
+        if self.num_workers == 0:
+            self.local_worker = RolloutWorker(
+                env,
+                self.num_envs_per_worker,
+                self.rollout_fragment_length,
+                self.policy_config,
+                self.seed,
+                worker_index=0,
+            )
+            self.local_policy: TorchPolicy = self.local_worker.policy
+            return
+        import ray
+
+        self.remote_workers = [self._make_remote(i + 1) for i in range(self.num_workers)]
+        obs_space, act_space = ray.get(self.remote_workers[0].get_spaces.remote())
+        policy_seed, _ = derive_seeds(self.seed, 0, 0)
+        self.local_policy = make_policy(obs_space, act_space, self.policy_config, policy_seed)
+        self.sync_weights()
+
+    @classmethod
+    def from_params(cls, params: WorkerSetParams, seed: int = 0, **kwargs: Any) -> WorkerSet:
+        """Build from a plan's validated ``WorkerSetParams`` resource."""
+        return cls(
+            params.env,
+            params.num_workers,
+            params.num_envs_per_worker,
+            params.rollout_fragment_length,
+            params.policy,
+            seed,
+            **kwargs,
+        )
+
+    def _make_remote(self, worker_index: int) -> Any:
+        import ray
+
+        actor_cls = ray.remote(RolloutWorker)
+        return actor_cls.options(num_cpus=self.num_cpus_per_worker, max_restarts=0).remote(
+            self.env,
+            self.num_envs_per_worker,
+            self.rollout_fragment_length,
+            self.policy_config,
+            self.seed,
+            worker_index,
+            torch_threads=1,
+        )
+
+    # --- weights ----------------------------------------------------------------------
+    def sync_weights(self, global_vars: Mapping[str, Any] | None = None) -> None:
+        """Broadcast the learner weights (one ``ray.put``) and global vars; no waiting."""
+        if global_vars:
+            self._global_vars.update(global_vars)
+        if not self.remote_workers:
+            if global_vars and self.local_worker is not None:
+                self.local_worker.set_global_vars(global_vars)
+            return
+        import ray
+
+        ref = ray.put(self.local_policy.get_weights())
+        gv = dict(self._global_vars) or None
+        for worker in self.remote_workers:
+            worker.set_weights.remote(ref, gv)
+
+    # --- sampling ---------------------------------------------------------------------
+    def sample(self) -> SampleBatch:
+        """One fragment from every worker, concatenated in worker order (bulk-synchronous).
+
+        ``env_steps() == max(1, num_workers) * num_envs_per_worker * rollout_fragment_length``.
+        """
+        if self.local_worker is not None:
+            return self.local_worker.sample()
+        import ray
+
+        return SampleBatch.concat_samples(ray.get([w.sample.remote() for w in self.remote_workers]))
+
+    # --- fault tolerance --------------------------------------------------------------
+    def probe_unhealthy_workers(self, timeout_s: float = 30.0) -> list[int]:
+        """Positions (0-based, in ``remote_workers``) of actors that fail a ``ping``."""
+        import ray
+
+        bad = []
+        refs = [w.ping.remote() for w in self.remote_workers]
+        for i, ref in enumerate(refs):
+            try:
+                ray.get(ref, timeout=timeout_s)
+            except (ray.exceptions.RayError, TimeoutError):
+                bad.append(i)
+        return bad
+
+    def recreate_worker(self, position: int) -> Any:
+        """Replace ``remote_workers[position]`` by a fresh actor with the same index and seeds.
+
+        The old actor is killed (if still alive); the new one gets the current learner
+        weights and global vars before its first ``sample()``. Returns the new handle.
+
+        Raises:
+            IndexError: no remote worker at ``position``.
+        """
+        import ray
+
+        if not 0 <= position < len(self.remote_workers):
+            raise IndexError(
+                f"no remote worker at position {position}; there are {len(self.remote_workers)}"
+            )
+        try:
+            ray.kill(self.remote_workers[position], no_restart=True)
+        except Exception:  # already dead is fine
+            pass
+        worker = self._make_remote(position + 1)
+        worker.set_weights.remote(
+            ray.put(self.local_policy.get_weights()), dict(self._global_vars) or None
+        )
+        self.remote_workers[position] = worker
+        return worker
+
+    def recreate_failed_workers(self, timeout_s: float = 30.0) -> list[int]:
+        """Probe all workers and recreate the unhealthy ones; returns their positions."""
+        bad = self.probe_unhealthy_workers(timeout_s)
+        for i in bad:
+            self.recreate_worker(i)
+        return bad
+
+    def stop(self) -> None:
+        """Kill the remote actors and close the local env."""
+        if self.local_worker is not None:
+            self.local_worker.stop()
+        if self.remote_workers:
+            import ray
+
+            for w in self.remote_workers:
+                try:
+                    ray.kill(w, no_restart=True)
+                except Exception:  # already dead is fine
+                    pass
+            self.remote_workers = []

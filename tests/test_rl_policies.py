@@ -1,0 +1,198 @@
+"""Torch policies: update arithmetic, schedules, DQN targets, state, and a learning check."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from plangraph.ops.policies import A2CConfig, DQNConfig, PPOConfig
+from plangraph.rl.policy import make_policy
+from plangraph.rl.rollout_worker import RolloutWorker
+from plangraph.rl.sample_batch import SampleBatch
+
+CARTPOLE_OBS = gym.spaces.Box(-np.inf, np.inf, (4,), np.float32)
+TWO_ACTIONS = gym.spaces.Discrete(2)
+
+
+def _cartpole_batch(config: object, n: int = 4, horizon: int = 16) -> SampleBatch:
+    return RolloutWorker("CartPole-v1", n, horizon, config, seed=3).sample()
+
+
+def _weights_equal(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> bool:
+    return a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
+
+
+def test_a2c_train_equals_apply_of_compute_gradients_and_is_one_step() -> None:
+    cfg = A2CConfig(normalize_advantages=True)
+    batch = _cartpole_batch(cfg)
+    p1 = make_policy(CARTPOLE_OBS, TWO_ACTIONS, cfg, seed=5)
+    p2 = make_policy(CARTPOLE_OBS, TWO_ACTIONS, cfg, seed=5)
+    before = p1.get_weights()
+    assert _weights_equal(before, p2.get_weights())
+    stats = p1.train(batch, num_sgd_iter=1, sgd_minibatch_size=0)
+    grads, _ = p2.compute_gradients(batch)
+    assert [g.shape for g in grads] == [tuple(p.shape) for p in p2.model.parameters()]
+    p2.apply_gradients(grads)
+    assert _weights_equal(p1.get_weights(), p2.get_weights())
+    assert not _weights_equal(p1.get_weights(), before)
+    assert stats["num_grad_steps"] == 1 and stats["num_env_steps_trained"] == batch.count
+    steps = {int(s["step"]) for s in p1.optimizer.state.values()}
+    assert steps == {1}  # exactly one Adam step
+
+
+def test_microbatch_gradients_average_to_the_full_batch_gradient() -> None:
+    cfg = A2CConfig(normalize_advantages=False)
+    batch = _cartpole_batch(cfg)
+    policy = make_policy(CARTPOLE_OBS, TWO_ACTIONS, cfg, seed=5)
+    full, _ = policy.compute_gradients(batch)
+    half = batch.count // 2
+    g1, _ = policy.compute_gradients(batch[:half])
+    g2, _ = policy.compute_gradients(batch[half:])
+    for f, a, b in zip(full, g1, g2, strict=True):
+        np.testing.assert_allclose((a + b) / 2, f, rtol=1e-4, atol=1e-6)
+
+
+def test_ppo_epochs_minibatches_counters_and_kl() -> None:
+    cfg = PPOConfig(lr=1e-3)
+    batch = _cartpole_batch(cfg, n=4, horizon=25)  # 100 rows
+    policy = make_policy(CARTPOLE_OBS, TWO_ACTIONS, cfg, seed=1)
+    stats = policy.train(batch, num_sgd_iter=3, sgd_minibatch_size=32)
+    assert stats["num_grad_steps"] == 3 * 4  # minibatches of 32, 32, 32, 4 per epoch
+    assert stats["num_env_steps_trained"] == 100  # once per batch, not per minibatch pass
+    for key in ("policy_loss", "vf_loss", "entropy", "kl", "clip_frac", "total_loss"):
+        assert isinstance(stats[key], float) and np.isfinite(stats[key])
+    assert stats["kl"] > 0.0
+    steps = {int(s["step"]) for s in policy.optimizer.state.values()}
+    assert steps == {12}
+
+
+def test_ppo_first_minibatch_ratio_is_one_for_the_behaviour_policy() -> None:
+    cfg = PPOConfig(hiddens=(16,))
+    worker = RolloutWorker("CartPole-v1", 2, 10, cfg, seed=0)
+    b = worker.sample()
+    _, stats = worker.policy.compute_gradients(b)
+    assert stats["kl"] == pytest.approx(0.0, abs=1e-6)
+    assert stats["clip_frac"] == 0.0
+
+
+def test_lr_schedule_reaches_the_optimizer() -> None:
+    cfg = A2CConfig(lr_schedule=((0, 1e-3), (1000, 1e-4)))
+    policy = make_policy(CARTPOLE_OBS, TWO_ACTIONS, cfg, seed=0)
+    assert policy.optimizer.param_groups[0]["lr"] == pytest.approx(1e-3)
+    policy.set_global_vars({"timestep": 500})
+    assert policy.optimizer.param_groups[0]["lr"] == pytest.approx(5.5e-4)
+    stats = policy.learn_on_batch(_cartpole_batch(cfg))
+    assert stats["cur_lr"] == pytest.approx(5.5e-4)
+    policy.set_global_vars({"timestep": 10**6})
+    assert policy.optimizer.param_groups[0]["lr"] == pytest.approx(1e-4)
+
+
+def _linear_dqn(double_q: bool) -> object:
+    cfg = DQNConfig(hiddens=(), gamma=0.5, double_q=double_q, huber_delta=1.0, grad_clip=None)
+    obs_space = gym.spaces.Box(-10.0, 10.0, (1,), np.float32)
+    policy = make_policy(obs_space, TWO_ACTIONS, cfg, seed=0)
+    policy.set_weights(
+        {"q_net.0.weight": np.array([[1.0], [2.0]], np.float32), "q_net.0.bias": np.zeros(2)}
+    )  # Q(s) = [s, 2s]
+    policy.target_model.load_state_dict(
+        {"q_net.0.weight": torch.tensor([[3.0], [1.0]]), "q_net.0.bias": torch.zeros(2)}
+    )  # Q_target(s) = [3s, s]
+    return policy
+
+
+def _dqn_batch(weights: list[float] | None = None) -> SampleBatch:
+    cols = {
+        "obs": np.array([[1.0], [1.0]], np.float32),
+        "actions": np.array([0, 1]),
+        "rewards": np.array([1.0, 1.0], np.float32),
+        "next_obs": np.array([[2.0], [2.0]], np.float32),
+        "terminateds": np.array([False, True]),
+        "truncateds": np.array([True, False]),  # truncation must still bootstrap
+    }
+    if weights is not None:
+        cols["weights"] = np.array(weights, np.float32)
+    return SampleBatch(cols)
+
+
+def test_dqn_double_q_target_td_error_and_huber_loss() -> None:
+    # Row 0: Q(1,0) = 1; a* = argmax Q(2) = argmax [2, 4] = 1; Q_target(2, 1) = 2;
+    #        y = 1 + 0.5 * 2 = 2 -> td = -1.   Row 1 (terminated): Q(1,1) = 2, y = 1, td = 1.
+    policy = _linear_dqn(double_q=True)
+    _, stats = policy.compute_gradients(_dqn_batch())
+    np.testing.assert_array_equal(stats["td_error"], np.array([-1.0, 1.0], np.float32))
+    assert stats["td_error"].dtype == np.float32
+    assert stats["loss"] == pytest.approx(0.5)  # huber(1) = 0.5 for both rows
+    _, weighted = policy.compute_gradients(_dqn_batch(weights=[1.0, 0.0]))
+    assert weighted["loss"] == pytest.approx(0.25)
+
+
+def test_dqn_vanilla_target_uses_target_max() -> None:
+    # y = 1 + 0.5 * max Q_target(2) = 1 + 0.5 * 6 = 4 -> td = -3; huber = 3 - 0.5 = 2.5
+    policy = _linear_dqn(double_q=False)
+    _, stats = policy.compute_gradients(_dqn_batch())
+    np.testing.assert_array_equal(stats["td_error"], [-3.0, 1.0])
+    assert stats["loss"] == pytest.approx((2.5 + 0.5) / 2)
+
+
+def test_dqn_update_target_and_state_round_trip() -> None:
+    policy = _linear_dqn(double_q=True)
+    policy.learn_on_batch(_dqn_batch())
+    online = policy.get_weights()
+    assert not np.array_equal(
+        policy.target_model.state_dict()["q_net.0.weight"].numpy(), online["q_net.0.weight"]
+    )
+    state = policy.get_state()
+    policy.update_target()
+    for k, v in policy.target_model.state_dict().items():
+        np.testing.assert_array_equal(v.numpy(), online[k])
+    # restore the pre-update state into a fresh policy: same target, same next step
+    other = _linear_dqn(double_q=True)
+    other.set_state(state)
+    policy.set_state(state)
+    s1 = policy.learn_on_batch(_dqn_batch())
+    s2 = other.learn_on_batch(_dqn_batch())
+    np.testing.assert_array_equal(s1["td_error"], s2["td_error"])
+    assert _weights_equal(policy.get_weights(), other.get_weights())
+
+
+def test_dqn_epsilon_anneals_over_env_steps_and_drives_exploration() -> None:
+    cfg = DQNConfig(epsilon_initial=1.0, epsilon_final=0.1, epsilon_timesteps=1000)
+    policy = make_policy(CARTPOLE_OBS, TWO_ACTIONS, cfg, seed=0)
+    assert policy.epsilon == 1.0
+    policy.set_global_vars({"timestep": 500})
+    assert policy.epsilon == pytest.approx(0.55)
+    policy.set_global_vars({"timestep": 5000})
+    assert policy.epsilon == pytest.approx(0.1)
+    obs = np.zeros((20000, 4), np.float32)
+    greedy, _ = policy.compute_actions(obs, explore=False)
+    acts, _ = policy.compute_actions(obs, explore=True)
+    # a random action differs from the greedy one half the time: rate eps / 2
+    assert np.mean(acts != greedy) == pytest.approx(0.05, abs=0.01)
+
+
+def test_dqn_train_with_minibatches_returns_td_error_in_row_order() -> None:
+    policy = _linear_dqn(double_q=True)
+    batch = SampleBatch.concat_samples([_dqn_batch()] * 3)
+    stats = policy.train(batch, num_sgd_iter=1, sgd_minibatch_size=2)
+    assert stats["td_error"].shape == (6,)
+    assert stats["num_env_steps_trained"] == 6 and stats["num_grad_steps"] == 3
+
+
+@pytest.mark.parametrize(
+    ("config", "sgd"),
+    [(PPOConfig(), (10, 128)), (A2CConfig(gae_lambda=0.95), (1, 0))],
+    ids=["ppo", "a2c"],
+)
+def test_learns_cartpole_in_process(config: object, sgd: tuple[int, int]) -> None:
+    horizon = 64 if config.algo == "ppo" else 8
+    worker = RolloutWorker("CartPole-v1", 8, horizon, config, seed=0)
+    returns: list[float] = []
+    steps = 0
+    while steps < 20_000:
+        batch = worker.sample()
+        steps += batch.env_steps()
+        returns += batch.episode_returns.tolist()
+        worker.policy.train(batch, *sgd)
+    assert np.mean(returns[-20:]) > 100.0  # a random policy averages about 22

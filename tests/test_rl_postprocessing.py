@@ -1,0 +1,123 @@
+"""Known-value GAE(lambda) and discounted returns (Schulman et al. 2016).
+
+gamma = lambda = 0.5 keeps every number an exact binary fraction, so results are compared
+for equality. Each case states the TD errors delta_t = r_t + gamma * boot_t - V_t by hand.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from plangraph.rl.postprocessing import (
+    compute_advantages,
+    compute_gae,
+    compute_returns,
+    continues_flat,
+)
+from plangraph.rl.sample_batch import SampleBatch
+
+G = L = 0.5  # gamma, lambda; gamma * lambda = 0.25
+
+
+def test_termination_inside_fragment_bootstraps_zero_and_stops() -> None:
+    # rows 0-1: episode A terminates at row 1; rows 2-3: episode B, fragment cut after 3
+    # with V(s_4) = 1.
+    rewards = [1.0, 1.0, 1.0, 1.0]
+    values = [1.0, 2.0, 1.0, 2.0]
+    boot = [2.0, 0.0, 2.0, 1.0]  # V(s1), 0 (terminated), V(s3), V(s4) at the cut
+    cont = [True, False, True, False]
+    # deltas: 1 + .5*2 - 1 = 1 ; 1 - 2 = -1 ; 1 ; 1 + .5 - 2 = -0.5
+    adv, targets = compute_gae(
+        np.array(rewards), np.array(values), np.array(boot), np.array(cont), G, L
+    )
+    np.testing.assert_array_equal(adv, [0.75, -1.0, 0.875, -0.5])
+    np.testing.assert_array_equal(targets, [1.75, 1.0, 1.875, 1.5])
+
+
+def test_truncation_inside_fragment_bootstraps_from_final_obs_value() -> None:
+    # rows 0-2: time limit hits after row 2; V(final obs) = 3 (not V(reset obs) = 0, not 0).
+    # rows 3-4: next episode, cut after row 4 with V(s_5) = 2.
+    rewards = np.ones(5)
+    values = np.array([0.0, 1.0, 2.0, 0.0, 1.0])
+    boot = np.array([1.0, 2.0, 3.0, 1.0, 2.0])
+    cont = np.array([True, True, False, True, False])
+    # deltas: 1.5, 1, 1 + 1.5 - 2 = 0.5, 1.5, 1
+    adv, targets = compute_gae(rewards, values, boot, cont, G, L)
+    np.testing.assert_array_equal(adv, [1.78125, 1.125, 0.5, 1.75, 1.0])
+    np.testing.assert_array_equal(targets, adv + values)
+
+
+def test_fragment_cut_bootstraps_from_next_obs_value() -> None:
+    rewards = np.array([0.0, 0.0, 2.0])
+    values = np.array([1.0, 1.0, 1.0])
+    boot = np.array([1.0, 1.0, 4.0])  # V(s_3) = 4 at the cut
+    cont = np.array([True, True, False])
+    # deltas: -0.5, -0.5, 2 + 2 - 1 = 3
+    adv, _ = compute_gae(rewards, values, boot, cont, G, L)
+    np.testing.assert_array_equal(adv, [-0.5 + 0.25 * (-0.5 + 0.25 * 3), -0.5 + 0.25 * 3, 3.0])
+    returns = compute_returns(rewards, boot, cont, G)
+    np.testing.assert_array_equal(returns, [1.0, 2.0, 4.0])  # 2 + .5*4 = 4; .5*4; .5*2
+
+
+def test_vectorised_over_sub_envs_matches_columns() -> None:
+    rng = np.random.default_rng(0)
+    r, v, b = rng.normal(size=(3, 6, 4))
+    c = rng.random((6, 4)) < 0.7
+    adv, tgt = compute_gae(r, v, b, c, 0.9, 0.8)
+    for k in range(4):
+        a_k, t_k = compute_gae(r[:, k], v[:, k], b[:, k], c[:, k], 0.9, 0.8)
+        np.testing.assert_allclose(adv[:, k], a_k, rtol=1e-6)
+        np.testing.assert_allclose(tgt[:, k], t_k, rtol=1e-6)
+
+
+def test_lambda_one_value_targets_equal_bootstrapped_returns() -> None:
+    rng = np.random.default_rng(1)
+    r, v, b = rng.normal(size=(3, 20))
+    c = rng.random(20) < 0.8
+    c[-1] = False
+    b[:-1] = np.where(c[:-1], v[1:], b[:-1])  # inside a trajectory, boot_t = V(s_{t+1})
+    _, targets = compute_gae(r, v, b, c, 0.97, 1.0)
+    np.testing.assert_allclose(targets, compute_returns(r, b, c, 0.97), rtol=1e-5, atol=1e-5)
+
+
+def _fragment(eps_id: int, t0: int, n: int, terminated_last: bool, boot_last: float) -> SampleBatch:
+    values = np.arange(t0, t0 + n, dtype=np.float32)  # V(s) = t
+    boot = values + 1
+    boot[-1] = 0.0 if terminated_last else boot_last
+    term = np.zeros(n, bool)
+    term[-1] = terminated_last
+    return SampleBatch(
+        {
+            "rewards": np.ones(n, np.float32),
+            "vf_preds": values,
+            "bootstrap_values": boot,
+            "terminateds": term,
+            "truncateds": np.zeros(n, bool),
+            "eps_id": np.full(n, eps_id, np.int64),
+            "t": np.arange(t0, t0 + n, dtype=np.int64),
+        }
+    )
+
+
+def test_two_episodes_concatenated_never_mix() -> None:
+    # Episode 7 terminates after 2 rows; episode 8 is cut after 2 rows (V(next) = 2).
+    batch = SampleBatch.concat_samples(
+        [_fragment(7, 0, 2, True, 0.0), _fragment(8, 0, 2, False, 2.0)]
+    )
+    np.testing.assert_array_equal(continues_flat(batch), [True, False, True, False])
+    compute_advantages(batch, G, L)
+    # ep 7: deltas 1 + .5*1 - 0 = 1.5, 1 + 0 - 1 = 0 -> A = [1.5, 0]
+    # ep 8: deltas 1.5, 1 + .5*2 - 1 = 1 -> A = [1.75, 1]
+    np.testing.assert_array_equal(batch["advantages"], [1.5, 0.0, 1.75, 1.0])
+    np.testing.assert_array_equal(batch["value_targets"], [1.5, 1.0, 1.75, 2.0])
+
+
+def test_same_episode_split_across_fragments_is_not_rejoined_out_of_order() -> None:
+    # Two fragments of the same episode concatenated in the wrong order: t jumps back, so
+    # the chain breaks even though eps_id matches.
+    first = _fragment(3, 0, 2, False, 2.0)
+    second = _fragment(3, 2, 2, False, 4.0)
+    wrong = SampleBatch.concat_samples([second, first])
+    np.testing.assert_array_equal(continues_flat(wrong), [True, False, True, False])
+    right = SampleBatch.concat_samples([first, second])
+    np.testing.assert_array_equal(continues_flat(right), [True, True, True, False])

@@ -1,0 +1,207 @@
+"""RolloutWorker: exact episodes across autoresets, seeds, postprocessing, counters."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from plangraph.ops.policies import A2CConfig, DQNConfig, PPOConfig
+from plangraph.rl.rollout_worker import RolloutWorker
+from plangraph.rl.seeding import derive_seeds
+
+
+class ChainEnv(gym.Env[np.ndarray, np.int64]):
+    """obs = [t] (steps taken in the episode), reward 1 per step, terminates at t == length."""
+
+    def __init__(self, length: int) -> None:
+        self.length = length
+        self.observation_space = gym.spaces.Box(0.0, np.inf, (1,), np.float32)
+        self.action_space = gym.spaces.Discrete(2)
+        self._t = 0
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        super().reset(seed=seed)
+        self._t = 0
+        return np.array([0.0], np.float32), {}
+
+    def step(self, action: np.int64) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        self._t += 1
+        return np.array([self._t], np.float32), 1.0, self._t >= self.length, False, {}
+
+
+def _chain_creator() -> Any:
+    """Sub-env 0 terminates after 2 steps; sub-env 1 runs on but is truncated at 3 steps."""
+    specs = itertools.cycle([(2, None), (100, 3)])
+
+    def make() -> gym.Env:
+        length, limit = next(specs)
+        env: gym.Env = ChainEnv(length)
+        if limit is not None:
+            env = gym.wrappers.TimeLimit(env, max_episode_steps=limit)
+        return env
+
+    return make
+
+
+def _linear_value_worker(**kw: Any) -> RolloutWorker:
+    cfg = A2CConfig(hiddens=(), gamma=0.5, gae_lambda=0.5)
+    worker = RolloutWorker(_chain_creator(), 2, 5, cfg, seed=0, **kw)
+    weights = worker.get_weights()
+    weights["vf_net.0.weight"] = np.ones((1, 1), np.float32)  # V(s) = s[0] = t exactly
+    weights["vf_net.0.bias"] = np.zeros(1, np.float32)
+    worker.set_weights(weights)
+    return worker
+
+
+def test_gae_known_values_termination_truncation_and_cut() -> None:
+    worker = _linear_value_worker()
+    b = worker.sample()
+    assert b.count == b.env_steps() == 10
+    # Sub-env 0 = rows 0-4: t = 0,1 | 0,1 | 0; terminations at rows 1 and 3; cut at 4.
+    # Sub-env 1 = rows 5-9: t = 0,1,2 (truncated at row 7, final obs t=3) | 0,1; cut at 9.
+    np.testing.assert_array_equal(b["t"], [0, 1, 0, 1, 0, 0, 1, 2, 0, 1])
+    np.testing.assert_array_equal(b["obs"][:, 0], b["t"].astype(np.float32))
+    np.testing.assert_array_equal(b["terminateds"], [0, 1, 0, 1, 0, 0, 0, 0, 0, 0])
+    np.testing.assert_array_equal(b["truncateds"], [0, 0, 0, 0, 0, 0, 0, 1, 0, 0])
+    np.testing.assert_array_equal(b["vf_preds"], b["t"].astype(np.float32))
+    # Successor values: 0 after termination, V(final obs) = 3 after truncation, V(s_{t+1})
+    # otherwise (2 at sub-env 1's cut, where t = 2 comes next).
+    np.testing.assert_array_equal(b["bootstrap_values"], [1, 0, 1, 0, 1, 1, 2, 3, 1, 2])
+    # gamma * lambda = 0.25; deltas sub-env 0: 1.5, 0, 1.5, 0, 1.5; sub-env 1: 1.5, 1,
+    # 0.5, 1.5, 1.
+    np.testing.assert_array_equal(
+        b["advantages"], [1.5, 0.0, 1.5, 0.0, 1.5, 1.78125, 1.125, 0.5, 1.75, 1.0]
+    )
+    np.testing.assert_array_equal(b["value_targets"], b["advantages"] + b["vf_preds"])
+    np.testing.assert_array_equal(b.episode_lengths, [2, 3, 2])
+    np.testing.assert_array_equal(b.episode_returns, [2.0, 3.0, 2.0])
+    # eps ids: one per episode piece, unique, constant within an episode
+    assert len(set(b["eps_id"][[0, 2, 4, 5, 8]].tolist())) == 5
+
+    # Next fragment continues the open episodes: sub-env 0 at t=1, sub-env 1 at t=2.
+    b2 = worker.sample()
+    np.testing.assert_array_equal(b2["t"], [1, 0, 1, 0, 1, 2, 0, 1, 2, 0])
+    assert b2["eps_id"][0] == b["eps_id"][4] and b2["eps_id"][5] == b["eps_id"][9]
+    np.testing.assert_array_equal(b2.episode_lengths, [2, 3, 2, 3, 2])
+    assert worker.num_env_steps_sampled == 20
+
+
+def test_dqn_next_obs_is_final_obs_at_episode_end() -> None:
+    worker = RolloutWorker(_chain_creator(), 2, 5, DQNConfig(hiddens=(8,)), seed=0)
+    b = worker.sample()
+    # next_obs t: sub-env 0 -> 1, 2 (final), 1, 2 (final), 1; sub-env 1 -> 1, 2, 3 (final), 1, 2
+    np.testing.assert_array_equal(b["next_obs"][:, 0], [1, 2, 1, 2, 1, 1, 2, 3, 1, 2])
+    assert "advantages" not in b and b["next_obs"].dtype == np.float32
+
+
+def _cartpole_limit15() -> gym.Env:
+    return gym.make("CartPole-v1", max_episode_steps=15)
+
+
+def test_exact_episodes_across_autoresets_replay_cartpole() -> None:
+    """Replaying each sub-env with its seed and the recorded actions reproduces every row."""
+    n, horizon = 3, 40
+    worker = RolloutWorker(_cartpole_limit15, n, horizon, PPOConfig(), seed=123, worker_index=2)
+    batches = [worker.sample(), worker.sample()]
+    assert all(b.count == n * horizon for b in batches)
+    ends: list[tuple[int, int, int, int]] = []
+    for k in range(n):
+        env = _cartpole_limit15()
+        obs, _ = env.reset(seed=worker.sub_env_seeds[k])
+        length = 0
+        for f, b in enumerate(batches):
+            rows = slice(k * horizon, (k + 1) * horizon)
+            for t, (o, a, r, term, trunc, tt) in enumerate(
+                zip(
+                    b["obs"][rows],
+                    b["actions"][rows],
+                    b["rewards"][rows],
+                    b["terminateds"][rows],
+                    b["truncateds"][rows],
+                    b["t"][rows],
+                    strict=True,
+                )
+            ):
+                np.testing.assert_array_equal(o, obs)
+                assert tt == length
+                obs, r_ref, term_ref, trunc_ref, _ = env.step(int(a))
+                length += 1
+                assert (r, term, trunc) == (r_ref, term_ref, trunc_ref)
+                if term_ref or trunc_ref:
+                    ends.append((f, t, k, length))
+                    obs, _ = env.reset()
+                    length = 0
+    ends.sort()  # (fragment, step, sub-env): the order in which the worker reports them
+    expected = [length for *_, length in ends]
+    reported = np.concatenate([b.episode_lengths for b in batches]).tolist()
+    assert reported == expected
+    assert any(length == 15 for length in expected)  # truncations happened
+    assert any(length < 15 for length in expected)  # terminations happened
+    returns = np.concatenate([b.episode_returns for b in batches])
+    np.testing.assert_array_equal(returns, np.array(expected, dtype=np.float64))
+
+
+def test_seeds_distinct_per_sub_env_and_worker_and_reproducible() -> None:
+    p0, s0 = derive_seeds(7, 1, 4)
+    p1, s1 = derive_seeds(7, 2, 4)
+    all_seeds = [p0, p1, *s0, *s1]
+    assert len(set(all_seeds)) == len(all_seeds)
+    assert derive_seeds(7, 1, 4) == (p0, s0)
+    assert derive_seeds(8, 1, 4) != (p0, s0)
+
+    w1 = RolloutWorker("CartPole-v1", 4, 8, PPOConfig(), seed=7, worker_index=1)
+    w2 = RolloutWorker("CartPole-v1", 4, 8, PPOConfig(), seed=7, worker_index=1)
+    w3 = RolloutWorker("CartPole-v1", 4, 8, PPOConfig(), seed=7, worker_index=2)
+    assert w1.sub_env_seeds == s0
+    b1, b2, b3 = w1.sample(), w2.sample(), w3.sample()
+    for key in b1.keys():
+        np.testing.assert_array_equal(b1[key], b2[key])
+    first_obs = b1["obs"][::8]  # row k*T: first observation of sub-env k
+    assert len({tuple(o) for o in first_obs}) == 4
+    assert not np.array_equal(b1["obs"], b3["obs"])
+
+
+class ImageEnv(gym.Env[np.ndarray, np.int64]):
+    """uint8 [2, 3] observations; terminates after 4 steps."""
+
+    observation_space = gym.spaces.Box(0, 255, (2, 3), np.uint8)
+    action_space = gym.spaces.Discrete(3)
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        super().reset(seed=seed)
+        self._t = 0
+        return self.np_random.integers(0, 256, (2, 3), dtype=np.uint8), {}
+
+    def step(self, action: np.int64) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        self._t += 1
+        obs = np.full((2, 3), 200 + int(action), np.uint8)
+        return obs, float(action), self._t >= 4, False, {}
+
+
+@pytest.mark.parametrize("config", [PPOConfig(hiddens=(8,)), DQNConfig(hiddens=(8,))])
+def test_uint8_observations_stay_uint8(config: Any) -> None:
+    worker = RolloutWorker(ImageEnv, 2, 6, config, seed=0)
+    b = worker.sample()
+    assert b["obs"].dtype == np.uint8 and b["obs"].shape == (12, 2, 3)
+    assert b["actions"].dtype == np.int64
+    if config.algo == "dqn":
+        assert b["next_obs"].dtype == np.uint8
+        stats = worker.policy.train(b)
+    else:
+        stats = worker.policy.train(b, num_sgd_iter=2, sgd_minibatch_size=4)
+    assert np.isfinite(stats["grad_gnorm"])
+
+
+def test_bad_arguments_raise_clear_errors() -> None:
+    with pytest.raises(ValueError, match="num_envs"):
+        RolloutWorker("CartPole-v1", 0, 4, PPOConfig())
+    with pytest.raises(ValueError, match="Discrete"):
+        RolloutWorker("Pendulum-v1", 1, 4, PPOConfig())
