@@ -1,0 +1,157 @@
+"""The driver loop behind ``plangraph run``: train until a stop criterion, with a progress
+bar, a result log, periodic checkpoints and a clean stop on Ctrl-C."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from plangraph.runtime.run_log import RunLog
+from plangraph.runtime.stopping import StopCriteria
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from plangraph.runtime.algorithm import Algorithm
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """How a run ended."""
+
+    result: Mapping[str, Any]
+    reason: str  # "stop criterion ...", "interrupted", "max iterations"
+    checkpoint: Path | None
+    interrupted: bool
+
+
+def _fmt(value: Any, spec: str = ",.0f") -> str:
+    return "-" if not isinstance(value, (int, float)) else format(value, spec)
+
+
+def checkpoint_dir(run_dir: Path, iteration: int) -> Path:
+    return run_dir / "checkpoints" / f"iter_{iteration:06d}"
+
+
+def latest_checkpoint(run_dir: Path) -> Path | None:
+    """The newest ``checkpoints/iter_*`` of a run directory with a complete checkpoint."""
+    found = sorted((Path(run_dir) / "checkpoints").glob("iter_*"))
+    complete = [p for p in found if (p / "algorithm.json").exists()]
+    return complete[-1] if complete else None
+
+
+def train_until(
+    algo: Algorithm,
+    stop: StopCriteria,
+    run_dir: Path,
+    *,
+    checkpoint_every: int = 10,
+    show_progress: bool = True,
+    tensorboard: bool = True,
+    max_iterations: int | None = None,
+    console: Console | None = None,
+) -> RunSummary:
+    """Call ``algo.train()`` until ``stop`` is met (or ``max_iterations``, or Ctrl-C).
+
+    Each result goes to ``run_dir/result.jsonl`` and TensorBoard; a checkpoint is written
+    every ``checkpoint_every`` iterations (0 disables periodic ones) and always at the end,
+    including after Ctrl-C.
+    """
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    console = console or Console(stderr=True)
+    result: Mapping[str, Any] = {}
+    reason = "max iterations"
+    interrupted = False
+    last_saved = -1
+    progress = Progress(
+        TextColumn("[bold]iter {task.fields[iteration]}"),
+        BarColumn(),
+        TextColumn("{task.percentage:>3.0f}%"),
+        TextColumn("env steps {task.fields[steps]}"),
+        TextColumn("return {task.fields[ret]}"),
+        TextColumn("{task.fields[sps]} steps/s"),
+        TimeElapsedColumn(),
+        TextColumn("ETA {task.fields[eta]}"),
+        console=console,
+        disable=not show_progress,
+        transient=False,
+    )
+    started = time.monotonic()
+    with RunLog(run_dir, tensorboard=tensorboard) as log, progress:
+        task = progress.add_task(
+            "train", total=1000, iteration=0, steps="0", ret="-", sps="-", eta="-"
+        )
+        try:
+            while True:
+                result = algo.train()
+                log.write(result)
+                frac = stop.progress(result)
+                elapsed = time.monotonic() - started
+                eta = "-"
+                if 0.0 < frac < 1.0:
+                    eta = f"{elapsed * (1.0 - frac) / frac:,.0f}s"
+                progress.update(
+                    task,
+                    completed=int(frac * 1000),
+                    iteration=result.get("iteration", 0),
+                    steps=_fmt(result.get("num_env_steps_sampled")),
+                    ret=_fmt(result.get("episode_return_mean"), ".1f"),
+                    sps=_fmt(result.get("env_steps_per_s")),
+                    eta=eta,
+                )
+                if not show_progress:
+                    console.print(
+                        f"iter {result.get('iteration')}: "
+                        f"env steps {_fmt(result.get('num_env_steps_sampled'))}, "
+                        f"return {_fmt(result.get('episode_return_mean'), '.1f')}",
+                        highlight=False,
+                    )
+                met = stop.met(result)
+                iteration = int(result.get("iteration", 0))
+                if met:
+                    reason = f"stop criterion met: {met}"
+                    break
+                if checkpoint_every and iteration % checkpoint_every == 0:
+                    algo.save(checkpoint_dir(run_dir, iteration))
+                    last_saved = iteration
+                if max_iterations is not None and iteration >= max_iterations:
+                    break
+        except KeyboardInterrupt:
+            interrupted = True
+            reason = "interrupted (Ctrl-C)"
+    checkpoint = None
+    iteration = int(result.get("iteration", algo.iteration))
+    if iteration > 0:
+        checkpoint = checkpoint_dir(run_dir, iteration)
+        if iteration != last_saved:
+            algo.save(checkpoint)
+    return RunSummary(result=result, reason=reason, checkpoint=checkpoint, interrupted=interrupted)
+
+
+def summary_table(summary: RunSummary) -> Any:
+    """A rich table of the final result's headline figures."""
+    from rich.table import Table
+
+    r = summary.result
+    table = Table(title=f"plangraph run: {summary.reason}", show_header=False)
+    table.add_column("metric", style="bold")
+    table.add_column("value", justify="right")
+    rows = [
+        ("iterations", _fmt(r.get("iteration"))),
+        ("env steps sampled", _fmt(r.get("num_env_steps_sampled"))),
+        ("env steps trained", _fmt(r.get("num_env_steps_trained"))),
+        ("episodes", _fmt(r.get("episodes_total"))),
+        ("episode return mean (last 100)", _fmt(r.get("episode_return_mean"), ".2f")),
+        ("episode length mean", _fmt(r.get("episode_len_mean"), ".1f")),
+        ("wall time (s)", _fmt(r.get("time_total_s"), ".1f")),
+        ("env steps/s (overall)", _fmt(r.get("env_steps_per_s_total"))),
+        ("checkpoint", str(summary.checkpoint) if summary.checkpoint else "-"),
+    ]
+    for name, value in rows:
+        table.add_row(name, value)
+    return table

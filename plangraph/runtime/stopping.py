@@ -1,0 +1,86 @@
+"""Stop criteria: ``key=threshold`` pairs over the result dict of each iteration.
+
+A run stops as soon as any criterion is met: ``result[key] >= threshold``. Keys may name a
+nested value with ``/`` (``timers/train/mean_s``). A key absent from a result (e.g.
+``episode_return_mean`` before any episode ended) is simply not met yet.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+
+class StopCriterionError(ValueError):
+    """A malformed ``key=value`` argument."""
+
+
+def parse_key_values(items: Iterable[str], *, what: str) -> dict[str, Any]:
+    """Parse ``["a=1", "b=x"]`` into ``{"a": 1, "b": "x"}``; values are JSON when they parse.
+
+    Raises:
+        StopCriterionError: an item without ``=`` or with an empty key; the message names
+            the item and ``what`` (e.g. ``--stop``).
+    """
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise StopCriterionError(
+                f"{what} {item!r}: expected KEY=VALUE, e.g. {what} episode_return_mean=475"
+            )
+        try:
+            out[key] = json.loads(raw)
+        except json.JSONDecodeError:
+            out[key] = raw
+    return out
+
+
+def lookup(result: Mapping[str, Any], key: str) -> Any:
+    """``result["a"]["b"]`` for ``key == "a/b"``; ``None`` when any part is missing."""
+    node: Any = result
+    for part in key.split("/"):
+        if not isinstance(node, Mapping) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+@dataclass(frozen=True)
+class StopCriteria:
+    """``{key: threshold}``; met when any ``result[key] >= threshold``."""
+
+    thresholds: Mapping[str, float]
+
+    @classmethod
+    def parse(cls, items: Iterable[str] | Mapping[str, Any]) -> StopCriteria:
+        raw = dict(items) if isinstance(items, Mapping) else parse_key_values(items, what="--stop")
+        thresholds: dict[str, float] = {}
+        for key, value in sorted(raw.items()):
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise StopCriterionError(
+                    f"--stop {key}={value!r}: the threshold must be a number, e.g. --stop {key}=475"
+                )
+            thresholds[key] = float(value)
+        return cls(thresholds)
+
+    def met(self, result: Mapping[str, Any]) -> str | None:
+        """The first criterion met, as ``"key >= threshold"``, or ``None``."""
+        for key, threshold in self.thresholds.items():
+            value = lookup(result, key)
+            if isinstance(value, (int, float)) and not math.isnan(value) and value >= threshold:
+                return f"{key} = {value:g} >= {threshold:g}"
+        return None
+
+    def progress(self, result: Mapping[str, Any]) -> float:
+        """Fraction in [0, 1] of the way to the nearest criterion (for the progress bar)."""
+        best = 0.0
+        for key, threshold in self.thresholds.items():
+            value = lookup(result, key)
+            if isinstance(value, (int, float)) and threshold > 0 and not math.isnan(value):
+                best = max(best, min(1.0, max(0.0, value / threshold)))
+        return best

@@ -1,0 +1,70 @@
+"""Stop criteria and the result log of ``plangraph run``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from plangraph.runtime.run_log import RunLog, flatten_scalars, read_results
+from plangraph.runtime.stopping import StopCriteria, StopCriterionError, parse_key_values
+
+
+def test_parse_key_values_json_and_strings() -> None:
+    assert parse_key_values(["a=1", "b=0.5", "c=x", "d=[1, 2]"], what="--set") == {
+        "a": 1,
+        "b": 0.5,
+        "c": "x",
+        "d": [1, 2],
+    }
+
+
+@pytest.mark.parametrize("bad", ["novalue", "=3"])
+def test_parse_key_values_rejects_malformed(bad: str) -> None:
+    with pytest.raises(StopCriterionError, match="expected KEY=VALUE"):
+        parse_key_values([bad], what="--stop")
+
+
+def test_stop_criteria_any_met_and_absent_keys() -> None:
+    stop = StopCriteria.parse(["episode_return_mean=475", "num_env_steps_sampled=1000"])
+    assert stop.met({"num_env_steps_sampled": 10}) is None  # no episode yet: not met
+    assert stop.met({"episode_return_mean": 475.0}) == "episode_return_mean = 475 >= 475"
+    assert stop.met({"num_env_steps_sampled": 1000, "episode_return_mean": 20.0})
+    assert stop.progress({"num_env_steps_sampled": 250}) == pytest.approx(0.25)
+    assert stop.progress({"episode_return_mean": 237.5}) == pytest.approx(0.5)
+
+
+def test_stop_criteria_nested_key() -> None:
+    stop = StopCriteria.parse({"timers/train": 0.5})
+    assert stop.met({"timers": {"train": 0.7}})
+    assert not stop.met({"timers": {}})
+
+
+def test_stop_threshold_must_be_numeric() -> None:
+    with pytest.raises(StopCriterionError, match="must be a number"):
+        StopCriteria.parse(["episode_return_mean=high"])
+
+
+def test_run_log_jsonl_and_tensorboard(tmp_path: Path) -> None:
+    results = [
+        {"iteration": 1, "num_env_steps_sampled": 100, "timers": {"train": 0.1}, "x": float("nan")},
+        {"iteration": 2, "num_env_steps_sampled": 200, "timers": {"train": 0.2}},
+    ]
+    with RunLog(tmp_path) as log:
+        for r in results:
+            log.write(r)
+    lines = (tmp_path / "result.jsonl").read_text().splitlines()
+    assert [json.loads(line)["iteration"] for line in lines] == [1, 2]
+    assert json.loads(lines[0])["x"] is None  # NaN is not JSON
+    assert read_results(tmp_path)[1]["timers"] == {"train": 0.2}
+    assert list(tmp_path.glob("events.out.tfevents.*"))
+    # Reopening appends (resume keeps history).
+    with RunLog(tmp_path, tensorboard=False) as log:
+        log.write({"iteration": 3})
+    assert len(read_results(tmp_path)) == 3
+
+
+def test_flatten_scalars_skips_non_numeric() -> None:
+    flat = dict(flatten_scalars({"a": 1, "b": {"c": 2.5, "d": "x"}, "e": True, "f": float("inf")}))
+    assert flat == {"a": 1.0, "b/c": 2.5}
