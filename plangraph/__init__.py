@@ -1,9 +1,64 @@
 """plangraph: distributed RL training loops as declared, compiled, drawable dataflow.
 
 Importing this package is cheap: it pulls in neither ray nor torch. Those load only when a
-compiled plan is built (``CompiledPlan.build``) or the ``run`` command starts.
+compiled plan is built (``CompiledPlan.build``) or the ``run`` command starts. The names
+below load on first use.
+
+* ``plangraph.Plan``: the plan IR (``plangraph.ir``); ``plangraph.PlanConfig``: config
+  defaults whose attributes are ``${key}`` references, for Python plans.
+* ``plangraph.analyze(plan, config=None)``: check a plan; always returns a
+  ``CompiledPlan`` with ``.diagnostics``.
+* ``plangraph.compile(plan, config=None)``: the same, raising ``PlanValidationError``
+  unless the plan is clean.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 __version__ = "0.1.0"
+
+__all__ = [
+    "CompiledPlan",
+    "Plan",
+    "PlanConfig",
+    "PlanValidationError",
+    "analyze",
+    "compile",
+    "load_plan",
+]
+
+_LAZY = {
+    "Plan": "plangraph.ir",
+    "PlanConfig": "plangraph.ir",
+    "CompiledPlan": "plangraph.compiler",
+    "PlanValidationError": "plangraph.compiler",
+    "analyze": "plangraph.compiler",
+    "compile": "plangraph.compiler",
+    "load_plan": "plangraph.compiler",
+}
+
+if TYPE_CHECKING:
+    from plangraph.compiler import (
+        CompiledPlan,
+        PlanValidationError,
+        analyze,
+        compile,
+        load_plan,
+    )
+    from plangraph.ir import Plan, PlanConfig
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'plangraph' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_LAZY])

@@ -6,8 +6,11 @@ replay buffers are shared state that operators read or write.
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict, Field
 
+from plangraph.ir.plan import Resource
 from plangraph.ops.policies import PolicyConfig
 
 
@@ -42,3 +45,24 @@ class ReplayBufferParams(BaseModel):
         100_000, ge=0, description="Env steps sampled from the buffer over which beta anneals."
     )
     eps: float = Field(1e-6, gt=0.0, description="Added to |TD error| to form a priority.")
+
+
+def _resource_params(params: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in params.items():
+        if isinstance(v, BaseModel):  # e.g. a PolicyConfig instance
+            v = v.model_dump(mode="json", exclude_unset=True) | {
+                f: getattr(v, f) for f in ("algo",) if hasattr(v, f)
+            }
+        out[k] = v
+    return out
+
+
+def worker_set(**params: Any) -> Resource:
+    """A ``WorkerSet`` resource (params: :class:`WorkerSetParams`; ``"${key}"`` allowed)."""
+    return Resource(kind="WorkerSet", params=_resource_params(params))
+
+
+def replay_buffer(**params: Any) -> Resource:
+    """A ``ReplayBuffer`` resource (params: :class:`ReplayBufferParams`)."""
+    return Resource(kind="ReplayBuffer", params=_resource_params(params))

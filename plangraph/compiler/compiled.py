@@ -1,0 +1,240 @@
+"""The compiler's result: a typed, validated graph with resolved params."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import networkx as nx
+from pydantic import BaseModel
+
+from plangraph.compiler.diagnostics import Diagnostic
+from plangraph.ir.plan import Plan, dump_json
+from plangraph.ir.source import Location
+from plangraph.ir.types import PortType
+from plangraph.ops.registry import OpSignature
+
+__all__ = ["CompiledNode", "CompiledPlan", "CompiledResource"]
+
+
+def _json(v: Any) -> Any:
+    if isinstance(v, BaseModel):
+        return v.model_dump(mode="json")
+    if isinstance(v, Mapping):
+        return {k: _json(x) for k, x in v.items()}
+    if isinstance(v, list | tuple):
+        return [_json(x) for x in v]
+    return v
+
+
+@dataclass(frozen=True)
+class CompiledNode:
+    """One node after analysis.
+
+    ``params``: the validated ``Params`` instance (config refs resolved, resource refs still
+    ``"@id"``), or None when they are invalid (``raw_params`` then holds what was given,
+    resolved as far as possible). ``signature``/``output_type`` are None for an unknown op
+    or a node on a cycle. ``consumers``: ids of the nodes that read this node's stream.
+    """
+
+    id: str
+    op: str
+    signature: OpSignature | None
+    params: BaseModel | None
+    inputs: tuple[str, ...]
+    input_types: tuple[PortType | None, ...]
+    output_type: PortType | None
+    location: Location | None
+    raw_params: dict[str, Any] = field(default_factory=dict)
+    consumers: tuple[str, ...] = ()
+
+    @property
+    def category(self) -> str | None:
+        return self.signature.category if self.signature else None
+
+
+@dataclass(frozen=True)
+class CompiledResource:
+    """A declared resource: ``params`` validated (None if invalid); ``readers``/``writers``:
+    ids of the nodes referencing it, by access."""
+
+    id: str
+    kind: str
+    params: BaseModel | None
+    readers: tuple[str, ...]
+    writers: tuple[str, ...]
+    location: Location | None = None
+    raw_params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PassRecord:
+    """One check that ran: its name, what it checks, and how many diagnostics it raised."""
+
+    name: str
+    doc: str
+    diagnostics: int
+
+
+@dataclass(frozen=True, eq=False)
+class CompiledPlan:
+    """A plan after analysis (see docs/CONTRACTS.md).
+
+    ``nodes`` are in topological order (inputs before users; nodes on a cycle last).
+    ``ok`` is True when no diagnostic is an error. ``graph`` is a ``networkx.DiGraph`` with
+    node attribute ``op`` and edge attributes ``index`` (input port) and ``type``.
+    """
+
+    plan: Plan
+    config: dict[str, Any]
+    output: str
+    nodes: dict[str, CompiledNode]
+    resources: dict[str, CompiledResource]
+    graph: nx.DiGraph
+    diagnostics: tuple[Diagnostic, ...]
+    pass_records: tuple[PassRecord, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return not any(d.is_error for d in self.diagnostics)
+
+    @property
+    def errors(self) -> tuple[Diagnostic, ...]:
+        return tuple(d for d in self.diagnostics if d.is_error)
+
+    @property
+    def warnings(self) -> tuple[Diagnostic, ...]:
+        return tuple(d for d in self.diagnostics if not d.is_error)
+
+    @property
+    def passes(self) -> tuple[str, ...]:
+        """Names of the checks that ran, in order."""
+        return tuple(p.name for p in self.pass_records)
+
+    @property
+    def output_type(self) -> PortType | None:
+        n = self.nodes.get(self.output)
+        return n.output_type if n else None
+
+    def diagnostics_for(self, node_id: str) -> tuple[Diagnostic, ...]:
+        return tuple(d for d in self.diagnostics if d.node == node_id)
+
+    # -- serialisation --------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        """The compiled graph as JSON data: resolved params with defaults, inferred types."""
+
+        def t(x: PortType | None) -> str | None:
+            return None if x is None else str(x)
+
+        return {
+            "name": self.plan.name,
+            "config": {k: _json(self.config[k]) for k in sorted(self.config)},
+            "resources": {
+                r.id: {
+                    "kind": r.kind,
+                    "params": _json(r.params) if r.params is not None else _json(r.raw_params),
+                    "readers": list(r.readers),
+                    "writers": list(r.writers),
+                }
+                for r in self.resources.values()
+            },
+            "nodes": {
+                n.id: {
+                    "op": n.op,
+                    "inputs": list(n.inputs),
+                    "input_types": [t(x) for x in n.input_types],
+                    "output_type": t(n.output_type),
+                    "params": _json(n.params) if n.params is not None else _json(n.raw_params),
+                }
+                for n in self.nodes.values()
+            },
+            "output": self.output,
+            "output_type": t(self.output_type),
+        }
+
+    def to_json(self) -> str:
+        """Deterministic JSON of :meth:`to_dict` (no source locations)."""
+        return dump_json(self.to_dict()) + "\n"
+
+    def explain(self) -> str:
+        """A readable account: the checks run, the typed nodes in order, resources,
+        diagnostics."""
+        lines = [
+            f"plan {self.plan.name!r}: {len(self.nodes)} nodes, {len(self.resources)} "
+            f"resources, output {self.output!r} ({self.output_type or '?'})",
+            "",
+            "checks run:",
+        ]
+        w = max((len(p.name) for p in self.pass_records), default=0)
+        for i, p in enumerate(self.pass_records, 1):
+            found = f"  [{p.diagnostics} found]" if p.diagnostics else ""
+            lines.append(f"  {i:2d}. {p.name:<{w}}  {p.doc}{found}")
+        lines += ["", "nodes (topological order):"]
+        wid = max((len(n) for n in self.nodes), default=0)
+        wop = max((len(n.op) for n in self.nodes.values()), default=0)
+        for n in self.nodes.values():
+            ins = ", ".join(str(x) if x is not None else "?" for x in n.input_types)
+            sig = f"({ins}) -> {n.output_type or '?'}"
+            lines.append(f"  {n.id:<{wid}}  {n.op:<{wop}}  {sig}")
+            if n.inputs:
+                lines.append(f"  {'':<{wid}}    inputs: {', '.join(n.inputs)}")
+            params = _json(n.params) if n.params is not None else n.raw_params
+            if params:
+                text = ", ".join(f"{k}={_short(v)}" for k, v in params.items())
+                lines.append(f"  {'':<{wid}}    params: {text}")
+        if self.resources:
+            lines += ["", "resources:"]
+            for r in self.resources.values():
+                lines.append(
+                    f"  {r.id}: {r.kind}; writers: {', '.join(r.writers) or '-'}; "
+                    f"readers: {', '.join(r.readers) or '-'}"
+                )
+        lines += ["", "diagnostics:" if self.diagnostics else "diagnostics: none"]
+        for d in self.diagnostics:
+            lines += ["  " + x for x in d.format().splitlines()]
+        return "\n".join(lines) + "\n"
+
+    # -- delegation to other layers (imported lazily: they may pull in ray/graphviz) ------
+
+    def to_dot(self, rankdir: str = "TB") -> str:
+        from plangraph import render
+
+        return render.to_dot(self, rankdir=rankdir)
+
+    def render(self, path: str | Path, rankdir: str = "TB") -> Path:
+        from plangraph import render
+
+        return render.render(self, path, rankdir=rankdir)
+
+    def _repr_svg_(self) -> str:
+        """SVG for Jupyter: rendered by ``plangraph.render`` into a temporary file."""
+        import tempfile
+
+        from plangraph import render
+
+        with tempfile.TemporaryDirectory() as tmp:
+            out = render.render(self, Path(tmp) / "plan.svg")
+            return Path(out).read_text(encoding="utf-8")
+
+    def build(self, **kwargs: Any) -> Any:
+        """Lower to runtime iterators on Ray; returns an ``Algorithm``.
+
+        Raises :class:`~plangraph.compiler.diagnostics.PlanValidationError` if the plan
+        has errors.
+        """
+        if not self.ok:
+            from plangraph.compiler.diagnostics import PlanValidationError
+
+            raise PlanValidationError(self.diagnostics, self)
+        from plangraph import runtime
+
+        return runtime.build(self, **kwargs)
+
+
+def _short(v: Any) -> str:
+    s = dump_json(v).replace("\n", " ")
+    s = " ".join(s.split())
+    return s if len(s) <= 60 else s[:57] + "..."

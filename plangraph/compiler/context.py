@@ -1,0 +1,274 @@
+"""The state one analysis threads through its checks, and the check registry.
+
+A check is a small named function ``fn(ctx) -> None`` that reads what earlier checks
+resolved and appends diagnostics. Checks never raise on bad plans and tolerate missing
+data (an unknown op has no signature, a node in a cycle has no type), so every check runs
+on every plan and all problems are reported in one pass.
+"""
+
+from __future__ import annotations
+
+import typing
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import networkx as nx
+from pydantic import BaseModel, ValidationError
+
+from plangraph.compiler.diagnostics import CODES, Diagnostic
+from plangraph.ir.plan import Plan
+from plangraph.ir.source import SourceMap
+from plangraph.ir.types import PortType
+from plangraph.ops.registry import OpSignature, close_matches
+
+__all__ = ["CHECKS", "Check", "Context", "check"]
+
+
+@dataclass(frozen=True)
+class Check:
+    """A registered check: ``name`` (shown by ``explain``), ``doc``, ``fn(ctx)``."""
+
+    name: str
+    doc: str
+    fn: Callable[[Context], None]
+    order: int
+
+
+CHECKS: list[Check] = []
+
+
+def check(
+    name: str, order: int
+) -> Callable[[Callable[[Context], None]], Callable[[Context], None]]:
+    """Register ``fn`` as check ``name``; checks run by increasing ``order``.
+
+    Built-in orders: 10-40 resolve names and values, 50-90 graph shape and types,
+    100-120 dataflow. A user check picks an order between the checks it relies on.
+    """
+
+    def deco(fn: Callable[[Context], None]) -> Callable[[Context], None]:
+        if any(c.name == name for c in CHECKS):
+            raise ValueError(f"check {name!r} is already registered")
+        CHECKS.append(Check(name, (fn.__doc__ or "").strip().splitlines()[0], fn, order))
+        CHECKS.sort(key=lambda c: c.order)
+        return fn
+
+    return deco
+
+
+@dataclass
+class Context:
+    """Everything an analysis knows so far. Filled in by the checks, in order."""
+
+    plan: Plan
+    source: SourceMap | None
+    overrides: Mapping[str, Any]
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    config: dict[str, Any] = field(default_factory=dict)
+    # per node: params after ${...} resolution, pointers whose refs failed, signature,
+    # validated Params (None when invalid), output/input types (None when unknown)
+    raw_params: dict[str, dict[str, Any]] = field(default_factory=dict)
+    failed_refs: dict[str, set[str]] = field(default_factory=dict)
+    sigs: dict[str, OpSignature | None] = field(default_factory=dict)
+    params: dict[str, BaseModel | None] = field(default_factory=dict)
+    types: dict[str, PortType | None] = field(default_factory=dict)
+    input_types: dict[str, tuple[PortType | None, ...]] = field(default_factory=dict)
+    # per resource
+    res_raw_params: dict[str, dict[str, Any]] = field(default_factory=dict)
+    res_params: dict[str, BaseModel | None] = field(default_factory=dict)
+    readers: dict[str, list[str]] = field(default_factory=dict)
+    writers: dict[str, list[str]] = field(default_factory=dict)
+    # graph
+    graph: nx.DiGraph = field(default_factory=nx.DiGraph)
+    order: list[str] = field(default_factory=list)
+    cyclic: set[str] = field(default_factory=set)
+    passes: list[str] = field(default_factory=list)
+
+    def report(
+        self,
+        code: str,
+        message: str,
+        *,
+        node: str | None = None,
+        pointer: str = "",
+        key: bool = False,
+        hint: str | None = None,
+        suggestions: tuple[str, ...] = (),
+    ) -> None:
+        loc = self.source.locate(pointer, key=key) if self.source is not None else None
+        self.diagnostics.append(
+            Diagnostic(
+                code,
+                message,
+                severity=CODES[code][1],
+                node=node,
+                pointer=pointer,
+                location=loc,
+                hint=hint,
+                suggestions=suggestions,
+            )
+        )
+
+    def report_validation(
+        self,
+        exc: ValidationError,
+        *,
+        model: type[BaseModel],
+        raw: Mapping[str, Any],
+        original: Mapping[str, Any],
+        base: str,
+        node: str | None,
+        code: str,
+        skip: set[str],
+        what: str,
+    ) -> None:
+        """Turn pydantic errors on ``raw`` (validated as ``model``) into diagnostics.
+
+        ``base``: the pointer of the params object; ``original``: the params before
+        config resolution (to say where a bad value came from); ``skip``: pointers
+        already reported (failed config refs).
+        """
+        merged: dict[tuple[str, str], list[str]] = {}
+        info: dict[tuple[str, str], tuple[str, Any]] = {}
+        for e in exc.errors(include_url=False):
+            path = _real_path(raw, e["loc"])
+            ptr = base + "".join(f"/{p}" for p in path)
+            if any(ptr == s or ptr.startswith(s + "/") for s in skip):
+                continue
+            kind = e["type"]
+            k = (ptr, "extra" if kind == "extra_forbidden" else kind)
+            if kind not in ("extra_forbidden", "missing"):
+                k = (ptr, "value")
+            msg = e["msg"].removeprefix("Value error, ")
+            merged.setdefault(k, [])
+            if msg not in merged[k]:
+                merged[k].append(msg)
+            info.setdefault(k, (kind, e.get("input")))
+        for (ptr, group), msgs in merged.items():
+            _kind, value = info[(ptr, group)]
+            rel = ptr[len(base) :].lstrip("/").split("/") if ptr != base else []
+            dotted = _dotted(rel)
+            if group == "extra":
+                fields = _fields_at(model, raw, rel[:-1])
+                self.report(
+                    "PG119",
+                    f"unknown param {dotted!r} for {what}",
+                    node=node,
+                    pointer=ptr,
+                    key=True,
+                    hint=f"{what} takes: {', '.join(fields)}" if fields else None,
+                    suggestions=close_matches(rel[-1], fields),
+                )
+            elif group == "missing":
+                self.report(
+                    code,
+                    f"missing required param {dotted!r} for {what}",
+                    node=node,
+                    pointer=base,
+                    key=True,
+                    hint=_field_hint(model, rel),
+                )
+            else:
+                origin = _origin(original, rel)
+                got = f" (got {value!r}{origin})" if not isinstance(value, Mapping) else ""
+                self.report(
+                    code,
+                    f"{dotted or what}: {' or '.join(msgs)}{got}",
+                    node=node,
+                    pointer=ptr,
+                    hint=_field_hint(model, rel),
+                )
+
+
+def _real_path(raw: Any, loc: tuple[Any, ...]) -> list[str]:
+    """The part of a pydantic error ``loc`` that exists in the data (drops union tags)."""
+    out: list[str] = []
+    cur = raw
+    for tok in loc:
+        if isinstance(cur, Mapping) and isinstance(tok, str) and tok in cur:
+            out.append(tok)
+            cur = cur[tok]
+        elif isinstance(cur, list | tuple) and isinstance(tok, int) and 0 <= tok < len(cur):
+            out.append(str(tok))
+            cur = cur[tok]
+        elif isinstance(cur, Mapping) and isinstance(tok, str) and tok not in cur:
+            # a missing or unknown key is the last token; union tags are skipped
+            if tok == loc[-1]:
+                out.append(tok)
+    return out
+
+
+def _dotted(parts: list[str]) -> str:
+    s = ""
+    for p in parts:
+        s += f"[{p}]" if p.isdigit() else (f".{p}" if s else p)
+    return s
+
+
+def _origin(original: Mapping[str, Any], rel: list[str]) -> str:
+    cur: Any = original
+    for p in rel:
+        if isinstance(cur, Mapping) and p in cur:
+            cur = cur[p]
+        elif isinstance(cur, list | tuple) and p.isdigit() and int(p) < len(cur):
+            cur = cur[int(p)]
+        else:
+            return ""
+        if isinstance(cur, str) and cur.startswith("${"):
+            return f", from {cur}"
+    return ""
+
+
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    out: list[type[BaseModel]] = []
+    for a in typing.get_args(annotation):
+        out += _models_in(a)
+    return out
+
+
+def _model_at(model: type[BaseModel], raw: Any, path: list[str]) -> list[type[BaseModel]]:
+    models = [model]
+    cur = raw
+    for p in path:
+        nxt: list[type[BaseModel]] = []
+        for m in models:
+            f = m.model_fields.get(p)
+            if f is not None:
+                nxt += _models_in(f.annotation)
+        cur = cur.get(p) if isinstance(cur, Mapping) else None
+        if len(nxt) > 1 and isinstance(cur, Mapping):
+            # discriminated union: keep the member whose literal tag matches the data
+            tagged = [
+                m
+                for m in nxt
+                if any(
+                    k in m.model_fields and m.model_fields[k].default == v
+                    for k, v in cur.items()
+                    if isinstance(v, str)
+                )
+            ]
+            nxt = tagged or nxt
+        models = nxt
+    return models
+
+
+def _fields_at(model: type[BaseModel], raw: Any, path: list[str]) -> tuple[str, ...]:
+    names: dict[str, None] = {}
+    for m in _model_at(model, raw, path):
+        names.update(dict.fromkeys(m.model_fields))
+    return tuple(names)
+
+
+def _field_hint(model: type[BaseModel], rel: list[str]) -> str | None:
+    parts = [p for p in rel if not p.isdigit()]
+    if not parts:
+        return None
+    ms = _model_at(model, {}, parts[:-1]) if len(parts) > 1 else [model]
+    for m in ms:
+        f = m.model_fields.get(parts[-1])
+        if f is not None and f.description:
+            return f"{parts[-1]}: {f.description}"
+    return None

@@ -1,0 +1,128 @@
+"""Diagnostics: stable codes, severities, locations, and their text/JSON forms.
+
+Every problem the compiler finds is a :class:`Diagnostic` with a stable ``code`` (and a
+readable ``name``), the node id, a JSON pointer into the plan, the source location
+(line:col in a JSON file, file:line of the builder call in a Python plan), a message, a
+hint and did-you-mean suggestions. ``CODES`` is the full table (``plangraph explain``
+and the docs list it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from plangraph.ir.source import Location
+
+__all__ = ["CODES", "Diagnostic", "PlanValidationError", "Severity"]
+
+Severity = Literal["error", "warning"]
+
+CODES: dict[str, tuple[str, Severity, str]] = {
+    # loading
+    "PG100": ("json-syntax", "error", "The plan file is not valid JSON."),
+    "PG101": ("unknown-key", "error", "A key the plan format does not know."),
+    "PG102": ("invalid-plan", "error", "A plan field is missing or has the wrong type."),
+    "PG103": ("python-plan-error", "error", "A Python plan failed to build or defines no plan."),
+    "PG104": ("unreadable-plan", "error", "The plan cannot be read (encoding, file type)."),
+    # names and references
+    "PG110": ("unknown-op", "error", "A node names an operator that is not registered."),
+    "PG111": ("unknown-input", "error", "A node input names no node of the plan."),
+    "PG112": ("unknown-resource", "error", 'An "@id" names no declared resource.'),
+    "PG113": ("unknown-config-key", "error", 'A "${key}" names no config key.'),
+    "PG114": ("duplicate-id", "error", "Two nodes (or resources) share an id."),
+    "PG115": ("unknown-output", "error", "The plan output names no node."),
+    "PG116": ("unknown-resource-kind", "error", "A resource kind that is not registered."),
+    "PG117": ("unknown-config-override", "error", "A config override for an undeclared key."),
+    "PG118": ("bad-config-ref", "error", 'A "${...}" that does not parse or evaluate.'),
+    "PG119": ("unknown-param", "error", "A param the operator or resource does not take."),
+    # graph shape
+    "PG120": ("cycle", "error", "The graph has a cycle (plans are DAGs)."),
+    "PG130": ("type-mismatch", "error", "An edge carries a type its consumer cannot take."),
+    "PG131": ("wrong-arity", "error", "A node has the wrong number of inputs."),
+    # values
+    "PG140": ("invalid-param", "error", "An operator param value is missing or invalid."),
+    "PG141": ("invalid-resource-param", "error", "A resource param value is invalid."),
+    "PG142": ("resource-kind-mismatch", "error", "A param references the wrong kind."),
+    # dataflow
+    "PG150": ("replay-no-writer", "error", "A replay buffer nothing writes to."),
+    "PG151": ("replay-no-reader", "error", "A replay buffer nothing reads from."),
+    "PG152": ("replay-starvation", "error", "Replay reader and writer not driven together."),
+    "PG153": ("fan-out", "error", "A stream consumed twice without a Duplicate."),
+    "PG160": ("unreachable-node", "error", "A node that cannot reach the output never runs."),
+    "PG161": ("output-not-result", "warning", "The plan output is not a Result stream."),
+    "PG162": ("unused-resource", "warning", "A declared resource no node references."),
+}
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    """One problem found in a plan. ``severity`` ``"error"`` blocks launch."""
+
+    code: str
+    message: str
+    severity: Severity = "error"
+    node: str | None = None
+    pointer: str = ""
+    location: Location | None = None
+    hint: str | None = None
+    suggestions: tuple[str, ...] = ()
+
+    @property
+    def name(self) -> str:
+        return CODES[self.code][0] if self.code in CODES else self.code
+
+    @property
+    def is_error(self) -> bool:
+        return self.severity == "error"
+
+    def format(self) -> str:
+        """Compiler-style text, e.g.::
+
+        plans/x.json:12:30: error PG140 [invalid-param] node 'concat': min_batch_size ...
+          at /nodes/concat/params/min_batch_size
+          hint: ...
+          did you mean: 'a', 'b'?
+        """
+        where = str(self.location) if self.location is not None else "<plan>"
+        subject = f"node '{self.node}': " if self.node else ""
+        lines = [f"{where}: {self.severity} {self.code} [{self.name}] {subject}{self.message}"]
+        if self.pointer:
+            lines.append(f"  at {self.pointer}")
+        if self.hint:
+            lines.append(f"  hint: {self.hint}")
+        if self.suggestions:
+            lines.append("  did you mean: " + ", ".join(repr(s) for s in self.suggestions) + "?")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.format()
+
+    def to_dict(self) -> dict[str, Any]:
+        loc = self.location
+        return {
+            "code": self.code,
+            "name": self.name,
+            "severity": self.severity,
+            "message": self.message,
+            "node": self.node,
+            "pointer": self.pointer,
+            "file": loc.file if loc else None,
+            "line": loc.line if loc else None,
+            "col": loc.col if loc else None,
+            "hint": self.hint,
+            "suggestions": list(self.suggestions),
+        }
+
+
+class PlanValidationError(ValueError):
+    """Raised by :func:`plangraph.compile` when a plan has errors; ``diagnostics`` holds
+    all of them (warnings included), ``compiled`` the best-effort analysis."""
+
+    def __init__(self, diagnostics: Iterable[Diagnostic], compiled: Any = None) -> None:
+        self.diagnostics = tuple(diagnostics)
+        self.compiled = compiled
+        errors = [d for d in self.diagnostics if d.is_error]
+        head = f"plan has {len(errors)} error{'s' if len(errors) != 1 else ''}"
+        super().__init__(head + ":\n" + "\n".join(d.format() for d in self.diagnostics))

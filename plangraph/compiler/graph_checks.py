@@ -1,0 +1,310 @@
+"""Checks on the graph: edges, cycles, arity, fan-out, types, replay dataflow, reachability."""
+
+from __future__ import annotations
+
+import heapq
+
+import networkx as nx
+
+from plangraph.compiler.context import Context, check
+from plangraph.ir.types import ANY, RESULT, PortType, is_assignable, substitute, unify
+from plangraph.ops.registry import all_ops, close_matches
+
+
+@check("graph", order=50)
+def check_graph(ctx: Context) -> None:
+    """Build the networkx graph; every input and the output name a node."""
+    g = ctx.graph
+    ids = list(ctx.plan.nodes)
+    for nid, node in ctx.plan.nodes.items():
+        g.add_node(nid, op=node.op)
+    for nid, node in ctx.plan.nodes.items():
+        for i, src in enumerate(node.inputs):
+            if src in ctx.plan.nodes:
+                g.add_edge(src, nid, index=i)
+            else:
+                ctx.report(
+                    "PG111",
+                    f"input {src!r} names no node of the plan",
+                    node=nid,
+                    pointer=f"/nodes/{nid}/inputs/{i}",
+                    hint=f"nodes: {', '.join(ids)}",
+                    suggestions=close_matches(src, [x for x in ids if x != nid]),
+                )
+    out = ctx.plan.output
+    if out and out not in ctx.plan.nodes:
+        ctx.report(
+            "PG115",
+            f"output {out!r} names no node of the plan",
+            pointer="/output",
+            hint="the output is the id of the node the driver pulls results from, usually "
+            "the StandardMetricsReporting node",
+            suggestions=close_matches(out, ids),
+        )
+
+
+@check("cycles", order=60)
+def check_cycles(ctx: Context) -> None:
+    """The graph is acyclic; each cycle is printed as a -> b -> a."""
+    g = ctx.graph
+    rank = {n: i for i, n in enumerate(ctx.plan.nodes)}
+    for comp in sorted(nx.strongly_connected_components(g), key=lambda c: min(rank[n] for n in c)):
+        start = min(comp, key=rank.__getitem__)
+        if len(comp) == 1 and not g.has_edge(start, start):
+            continue
+        ctx.cyclic |= comp
+        cycle = _cycle_through(g.subgraph(comp), start, rank)
+        text = " -> ".join([*cycle, cycle[0]])
+        ctx.report(
+            "PG120",
+            f"cycle: {text}",
+            node=start,
+            pointer=f"/nodes/{start}/inputs",
+            hint="a plan is a DAG: feed results back through a resource (e.g. a replay "
+            "buffer) instead of an edge",
+        )
+    ctx.order = _topological_order(ctx, rank)
+
+
+def _cycle_through(g: nx.DiGraph, start: str, rank: dict[str, int]) -> list[str]:
+    """A shortest cycle through ``start`` (data-flow direction), ties by declaration."""
+    if g.has_edge(start, start):
+        return [start]
+    prev: dict[str, str] = {}
+    frontier = [start]
+    while frontier:
+        nxt: list[str] = []
+        for u in frontier:
+            for v in sorted(g.successors(u), key=rank.__getitem__):
+                if v == start:
+                    path = [u]
+                    while path[-1] != start:
+                        path.append(prev[path[-1]])
+                    return path[::-1]
+                if v not in prev:
+                    prev[v] = u
+                    nxt.append(v)
+        frontier = nxt
+    return [start]  # unreachable for a strongly connected component
+
+
+def _topological_order(ctx: Context, rank: dict[str, int]) -> list[str]:
+    """Kahn's algorithm, ties broken by declaration order; nodes on cycles go last."""
+    g = ctx.graph
+    indeg = {n: g.in_degree(n) for n in g}
+    heap = [(rank[n], n) for n, d in indeg.items() if d == 0]
+    heapq.heapify(heap)
+    order: list[str] = []
+    while heap:
+        _, n = heapq.heappop(heap)
+        order.append(n)
+        for m in g.successors(n):
+            indeg[m] -= 1
+            if indeg[m] == 0:
+                heapq.heappush(heap, (rank[m], m))
+    done = set(order)
+    order += [n for n in ctx.plan.nodes if n not in done]
+    return order
+
+
+@check("arity", order=70)
+def check_arity(ctx: Context) -> None:
+    """Each node has as many inputs as its operator takes."""
+    for nid, node in ctx.plan.nodes.items():
+        sig = ctx.sigs.get(nid)
+        if sig is None or sig.accepts_arity(len(node.inputs)):
+            continue
+        n = len(node.inputs)
+        got = f"{n} ({', '.join(node.inputs)})" if n else "none"
+        hint = None
+        if sig.apply == "source":
+            hint = f"{sig.name} is a source; remove its inputs"
+        elif sig.variadic is not None:
+            hint = f"{sig.name} merges {sig.min_inputs} or more streams; list them in inputs"
+        ctx.report(
+            "PG131",
+            f"{sig.name} takes {sig.arity_text()}, got {got}",
+            node=nid,
+            pointer=f"/nodes/{nid}/inputs",
+            hint=hint,
+        )
+
+
+@check("fan-out", order=80)
+def check_fan_out(ctx: Context) -> None:
+    """A stream read by several nodes goes through a Duplicate (streams are consumed once)."""
+    consumers: dict[str, list[str]] = {}
+    for nid, node in ctx.plan.nodes.items():
+        for src in node.inputs:
+            if src in ctx.plan.nodes:
+                consumers.setdefault(src, []).append(nid)
+    for src, users in consumers.items():
+        sig = ctx.sigs.get(src)
+        if len(users) < 2 or (sig is not None and sig.name == "Duplicate"):
+            continue
+        ctx.report(
+            "PG153",
+            f"{ctx.plan.nodes[src].op} output is consumed {len(users)} times "
+            f"(by {', '.join(repr(u) for u in users)}); a stream can be consumed only once",
+            node=src,
+            pointer=f"/nodes/{src}",
+            key=True,
+            hint=f'insert a Duplicate node ("op": "Duplicate", "inputs": ["{src}"]) and '
+            "let every consumer read it (Python: stream.duplicate(n))",
+        )
+
+
+@check("types", order=90)
+def check_types(ctx: Context) -> None:
+    """Infer every node's output type in topological order; each edge's type must fit."""
+    for nid in ctx.order:
+        node = ctx.plan.nodes[nid]
+        sig = ctx.sigs.get(nid)
+        if nid in ctx.cyclic:
+            ctx.types[nid] = None
+            ctx.input_types[nid] = tuple(None for _ in node.inputs)
+            continue
+        ins = tuple(ctx.types.get(src) if src in ctx.plan.nodes else None for src in node.inputs)
+        ctx.input_types[nid] = ins
+        if sig is None:
+            ctx.types[nid] = None
+            continue
+        bindings: dict[str, PortType] = {}
+        if sig.accepts_arity(len(ins)):
+            for i, (src, t) in enumerate(zip(node.inputs, ins, strict=True)):
+                actual = t if t is not None else ANY
+                expected = sig.port_type(i)
+                if not unify(expected, actual, bindings):
+                    _mismatch(ctx, nid, i, src, actual, substitute(expected, bindings))
+        params = ctx.params.get(nid)
+        if sig.infer_output is not None and params is not None:
+            known = [t if t is not None else ANY for t in ins]
+            ctx.types[nid] = sig.infer_output(known, params)
+        else:
+            ctx.types[nid] = substitute(sig.output, bindings)
+        for src in node.inputs:
+            if ctx.graph.has_edge(src, nid):
+                t = ctx.types.get(src)
+                ctx.graph.edges[src, nid]["type"] = t
+
+
+def _mismatch(
+    ctx: Context, nid: str, index: int, src: str, actual: PortType, expected: PortType
+) -> None:
+    sig = ctx.sigs[nid]
+    assert sig is not None
+    src_op = ctx.plan.nodes[src].op
+    takers = [
+        name
+        for name, s in all_ops().items()
+        if s.apply != "source"
+        and (s.inputs or s.variadic is not None)
+        and not s.port_type(0).free_vars()
+        and not s.port_type(0).is_any
+        and is_assignable(actual, s.port_type(0))
+    ]
+    hint = f"ops that take {actual}: {', '.join(takers)}" if takers else None
+    if expected.is_list and is_assignable(actual, expected.args[0]):
+        hint = f"group items first: insert a Batch(n) node between {src!r} and {nid!r}"
+    elif actual.is_list and is_assignable(actual.args[0], expected):
+        hint = f"insert a Flatten node between {src!r} and {nid!r}"
+    port = f"input {index}" if sig.variadic is not None or len(sig.inputs) > 1 else "input"
+    ctx.report(
+        "PG130",
+        f"type mismatch on edge {src!r} -> {nid!r}: {src_op} {src!r} emits {actual}, but "
+        f"{sig.name} {nid!r} {port} expects {expected}",
+        node=nid,
+        pointer=f"/nodes/{nid}/inputs/{index}",
+        hint=hint,
+    )
+
+
+@check("replay", order=100)
+def check_replay(ctx: Context) -> None:
+    """Each replay buffer has a writer and a reader, driven by the same Concurrently/Union."""
+    from plangraph.ops.registry import all_resource_kinds
+
+    kinds = all_resource_kinds()
+    g = ctx.graph
+    for rid, res in ctx.plan.resources.items():
+        kind = kinds.get(res.kind)
+        if kind is None or not kind.needs_writer_and_reader:
+            continue
+        writers, readers = ctx.writers.get(rid, []), ctx.readers.get(rid, [])
+        ptr = f"/resources/{rid}"
+        if not writers:
+            ctx.report(
+                "PG150",
+                f"{res.kind} {rid!r} has no writer: nothing adds experience to it"
+                + (f" (read by {', '.join(repr(r) for r in readers)})" if readers else ""),
+                pointer=ptr,
+                key=True,
+                hint=f'store the rollouts: ParallelRollouts -> StoreToReplay(buffer="@{rid}")',
+            )
+        if not readers:
+            ctx.report(
+                "PG151",
+                f"{res.kind} {rid!r} has no reader: stored experience is never replayed"
+                + (f" (written by {', '.join(repr(w) for w in writers)})" if writers else ""),
+                pointer=ptr,
+                key=True,
+                hint=f'replay it: LocalReplay(buffer="@{rid}") -> TrainOneStep',
+            )
+        if not writers or not readers:
+            continue
+        desc = {n: nx.descendants(g, n) | {n} for n in {*writers, *readers}}
+        merges = {
+            n
+            for n in g
+            if g.in_degree(n) >= 2 and (s := ctx.sigs.get(n)) is not None and s.category == "merge"
+        }
+        if any(desc[w] & desc[r] & merges for w in writers for r in readers):
+            continue
+        w, r = writers[0], readers[0]
+        ctx.report(
+            "PG152",
+            f"{res.kind} {rid!r} is written by {w!r} and read by {r!r}, but no Concurrently "
+            "drives both branches, so replay would starve (or the writer never runs)",
+            node=r,
+            pointer=ptr,
+            key=True,
+            hint=f"merge both branches: Concurrently([<branch of {w}>, <branch of {r}>], "
+            'mode="round_robin", output_indexes=[1])',
+        )
+
+
+@check("reachability", order=110)
+def check_reachability(ctx: Context) -> None:
+    """Every node reaches the output (the driver pulls only the output; others never run)."""
+    out = ctx.plan.output
+    if out not in ctx.plan.nodes:
+        return
+    live = nx.ancestors(ctx.graph, out) | {out}
+    for nid in ctx.plan.nodes:
+        if nid in live:
+            continue
+        ctx.report(
+            "PG160",
+            f"{ctx.plan.nodes[nid].op} node cannot reach the output {out!r}, so it would never run",
+            node=nid,
+            pointer=f"/nodes/{nid}",
+            key=True,
+            hint="connect its branch to the output (e.g. through Concurrently) or remove it",
+        )
+
+
+@check("output-type", order=120)
+def check_output_type(ctx: Context) -> None:
+    """The output emits Result items (a StandardMetricsReporting node), else a warning."""
+    out = ctx.plan.output
+    t = ctx.types.get(out)
+    if t is None or t.is_any or is_assignable(t, RESULT):
+        return
+    ctx.report(
+        "PG161",
+        f"the plan output {out!r} emits {t}, not Result: training iterations will yield "
+        "raw items instead of result dicts",
+        node=out,
+        pointer="/output",
+        hint=f'wrap it: "metrics": {{"op": "StandardMetricsReporting", "inputs": ["{out}"]}}',
+    )

@@ -1,0 +1,259 @@
+"""The operator and resource-kind registries: signatures only, no implementations.
+
+An :class:`OpSignature` says what an operator consumes and produces (port types), how it
+applies to its input stream (``apply``), its ``Params`` model (defaults, ranges, units),
+and which params are references to resources (read or write). Implementations live in
+``plangraph.runtime`` and are looked up by op name when a compiled plan is built.
+
+``apply`` values:
+
+* ``source``: no inputs; creates a stream (``ParallelRollouts``, ``LocalReplay``);
+* ``for_each``: a map, one output item per input item (``TrainOneStep``); used with
+  ``stream.for_each(op)``;
+* ``combine``: a flat-map, zero or more output items per input item (``ConcatBatches``);
+  used with ``stream.combine(op)``;
+* ``filter``: a predicate; items pass or are dropped; used with ``stream.filter(op)``;
+* ``stream``: works on whole streams, called with them as arguments
+  (``Concurrently([a, b])``, ``StandardMetricsReporting(train)``, ``Batch``, ``Flatten``,
+  ``Union``, ``Duplicate``).
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from plangraph.ir.types import PortType, parse_type
+
+__all__ = [
+    "APPLY_MODES",
+    "CATEGORIES",
+    "OpParams",
+    "OpSignature",
+    "ResourceKind",
+    "ResourceParam",
+    "all_ops",
+    "all_resource_kinds",
+    "close_matches",
+    "get_op",
+    "get_resource_kind",
+    "register_resource_kind",
+    "register_signature",
+    "unregister_op",
+]
+
+Category = Literal["source", "combine", "train", "replay", "merge", "sink"]
+Apply = Literal["source", "for_each", "combine", "filter", "stream"]
+CATEGORIES: tuple[str, ...] = ("source", "combine", "train", "replay", "merge", "sink")
+APPLY_MODES: tuple[str, ...] = ("source", "for_each", "combine", "filter", "stream")
+
+ParamCheck = Callable[[Any, int], list[tuple[str, str]]]
+"""``(params, num_inputs) -> [(param_name, message), ...]``: checks that need the arity."""
+OutputRule = Callable[[Sequence[PortType], Any], PortType]
+"""``(input_types, params) -> output type``, for merge ops whose output depends on both."""
+
+
+class OpParams(BaseModel):
+    """Base class of operator ``Params`` models: frozen, unknown keys rejected."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class NoParams(OpParams):
+    """This operator takes no parameters."""
+
+
+@dataclass(frozen=True)
+class ResourceParam:
+    """A param holding an ``"@id"`` reference to a resource of ``kind``.
+
+    ``access``: ``"write"`` (adds to or updates the resource) or ``"read"``.
+    """
+
+    param: str
+    kind: str
+    access: Literal["read", "write"]
+
+
+@dataclass(frozen=True)
+class OpSignature:
+    """What the compiler knows about one operator.
+
+    ``inputs``: types of the fixed input ports, in order. ``variadic``: if set, the op
+    takes ``min_inputs`` or more inputs, each of that type (``inputs`` is then empty).
+    Types may use variables (``T``) bound per node by unification.
+    """
+
+    name: str
+    category: Category
+    apply: Apply
+    output: PortType
+    params_model: type[BaseModel] = NoParams
+    inputs: tuple[PortType, ...] = ()
+    variadic: PortType | None = None
+    min_inputs: int = 0
+    doc: str = ""
+    resources: tuple[ResourceParam, ...] = ()
+    check_params: ParamCheck | None = field(default=None, compare=False)
+    infer_output: OutputRule | None = field(default=None, compare=False)
+    builtin: bool = False
+
+    def arity_text(self) -> str:
+        if self.variadic is not None:
+            return f"{self.min_inputs} or more inputs"
+        n = len(self.inputs)
+        return "no inputs" if n == 0 else f"exactly {n} input{'s' if n != 1 else ''}"
+
+    def accepts_arity(self, n: int) -> bool:
+        if self.variadic is not None:
+            return n >= self.min_inputs
+        return n == len(self.inputs)
+
+    def port_type(self, index: int) -> PortType:
+        """The declared type of input port ``index`` (variadic ports share one type)."""
+        if self.variadic is not None:
+            return self.variadic
+        return self.inputs[index]
+
+    def type_text(self) -> str:
+        """``"SampleBatch -> TrainInfo"``, ``"Any, Any, ... -> Any"``, ``"() -> SampleBatch"``."""
+        if self.variadic is not None:
+            ins = ", ".join([str(self.variadic)] * max(self.min_inputs, 1)) + ", ..."
+        elif not self.inputs:
+            ins = "()"
+        else:
+            ins = ", ".join(str(t) for t in self.inputs)
+        return f"{ins} -> {self.output}"
+
+    def resource_param(self, param: str) -> ResourceParam | None:
+        for r in self.resources:
+            if r.param == param:
+                return r
+        return None
+
+
+@dataclass(frozen=True)
+class ResourceKind:
+    """A kind of resource a plan may declare. ``needs_writer_and_reader``: the compiler
+    reports a declared resource of this kind that nothing writes or nothing reads."""
+
+    name: str
+    params_model: type[BaseModel]
+    doc: str = ""
+    needs_writer_and_reader: bool = False
+
+
+_OPS: dict[str, OpSignature] = {}
+_KINDS: dict[str, ResourceKind] = {}
+
+
+def close_matches(word: str, candidates: Iterable[str], n: int = 3) -> tuple[str, ...]:
+    """Did-you-mean candidates for ``word`` (case-insensitive, best first)."""
+    cands = list(candidates)
+    lower = {c.lower(): c for c in cands}
+    hits = difflib.get_close_matches(word.lower(), list(lower), n=n, cutoff=0.6)
+    return tuple(lower[h] for h in hits)
+
+
+def register_signature(sig: OpSignature, *, replace: bool = False) -> OpSignature:
+    """Add ``sig`` to the catalog. Raises ``ValueError`` if the name is taken (unless
+    ``replace``) or the signature is inconsistent."""
+    if sig.name in _OPS and not replace:
+        raise ValueError(f"operator {sig.name!r} is already registered (pass replace=True)")
+    if sig.category not in CATEGORIES:
+        raise ValueError(f"category must be one of {CATEGORIES}, got {sig.category!r}")
+    if sig.apply not in APPLY_MODES:
+        raise ValueError(f"apply must be one of {APPLY_MODES}, got {sig.apply!r}")
+    if sig.apply == "source" and (sig.inputs or sig.variadic is not None):
+        raise ValueError(f"{sig.name}: a source op takes no inputs")
+    if sig.apply in ("for_each", "combine", "filter") and (
+        len(sig.inputs) != 1 or sig.variadic is not None
+    ):
+        raise ValueError(f"{sig.name}: a {sig.apply} op takes exactly one input")
+    fields = sig.params_model.model_fields
+    for r in sig.resources:
+        if r.param not in fields:
+            raise ValueError(f"{sig.name}: resource param {r.param!r} is not a Params field")
+    _OPS[sig.name] = sig
+    return sig
+
+
+def unregister_op(name: str) -> None:
+    """Remove a user operator (built-ins cannot be removed). Mainly for tests."""
+    sig = _OPS.get(name)
+    if sig is not None and sig.builtin:
+        raise ValueError(f"{name!r} is a built-in operator")
+    _OPS.pop(name, None)
+
+
+def get_op(name: str) -> OpSignature:
+    """The signature of operator ``name``. Raises ``KeyError`` with close matches."""
+    try:
+        return _OPS[name]
+    except KeyError:
+        close = close_matches(name, _OPS)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        raise KeyError(f"unknown operator {name!r}{hint}") from None
+
+
+def all_ops() -> dict[str, OpSignature]:
+    """Every registered operator by name, built-ins first in catalog order."""
+    return dict(_OPS)
+
+
+def register_resource_kind(kind: ResourceKind, *, replace: bool = False) -> ResourceKind:
+    if kind.name in _KINDS and not replace:
+        raise ValueError(f"resource kind {kind.name!r} is already registered")
+    _KINDS[kind.name] = kind
+    return kind
+
+
+def get_resource_kind(name: str) -> ResourceKind:
+    """Raises ``KeyError`` for an unknown kind."""
+    return _KINDS[name]
+
+
+def all_resource_kinds() -> dict[str, ResourceKind]:
+    return dict(_KINDS)
+
+
+def make_signature(
+    name: str,
+    *,
+    category: str,
+    apply: str,
+    output: str | PortType,
+    params: type[BaseModel] | None = None,
+    inputs: Sequence[str | PortType] = (),
+    variadic: str | PortType | None = None,
+    min_inputs: int | None = None,
+    doc: str | None = None,
+    resources: Mapping[str, tuple[str, str]] | None = None,
+    check_params: ParamCheck | None = None,
+    infer_output: OutputRule | None = None,
+    builtin: bool = False,
+) -> OpSignature:
+    """Build an :class:`OpSignature` from friendly arguments (types as text)."""
+    model = params or NoParams
+    return OpSignature(
+        name=name,
+        category=category,  # type: ignore[arg-type]
+        apply=apply,  # type: ignore[arg-type]
+        output=parse_type(output),
+        params_model=model,
+        inputs=tuple(parse_type(t) for t in inputs),
+        variadic=parse_type(variadic) if variadic is not None else None,
+        min_inputs=(min_inputs if min_inputs is not None else (1 if variadic else len(inputs))),
+        doc=(doc if doc is not None else (model.__doc__ or "")).strip(),
+        resources=tuple(
+            ResourceParam(p, kind, access)  # type: ignore[arg-type]
+            for p, (kind, access) in (resources or {}).items()
+        ),
+        check_params=check_params,
+        infer_output=infer_output,
+        builtin=builtin,
+    )

@@ -1,0 +1,77 @@
+"""A2C with microbatching, as in RLlib Flow's ``a2c.py`` when ``microbatch_size`` is set.
+
+Gradients are computed on microbatches of ``microbatch_size`` env steps, ``n =
+ceil(train_batch_size / microbatch_size)`` of them are averaged (element-wise mean, see
+AverageGradients) and applied in one optimizer step::
+
+    rollouts.combine(ConcatBatches(min_batch_size=microbatch_size))
+            .for_each(ComputeGradients(workers))
+            .batch(n)
+            .for_each(AverageGradients())
+            .for_each(ApplyGradients(workers))
+"""
+
+import math
+
+from plangraph import Plan, PlanConfig
+from plangraph.ops import (
+    ApplyGradients,
+    AverageGradients,
+    ComputeGradients,
+    ConcatBatches,
+    ParallelRollouts,
+    StandardMetricsReporting,
+    worker_set,
+)
+
+cfg = PlanConfig(
+    env="CartPole-v1",
+    num_workers=2,
+    num_envs_per_worker=8,
+    rollout_fragment_length=8,  # 2 x 8 x 8 = 128 env steps per rollout item
+    train_batch_size=512,  # env steps per optimizer step
+    microbatch_size=128,  # env steps per gradient computation
+    lr=1e-3,
+    gamma=0.99,
+    gae_lambda=1.0,
+    entropy_coeff=0.01,
+    vf_loss_coeff=0.5,
+    min_iter_time_s=0.0,
+)
+
+rollouts = ParallelRollouts(mode="bulk_sync", id="rollouts")
+grads = rollouts.combine(ConcatBatches(min_batch_size=cfg.microbatch_size, id="concat")).for_each(
+    ComputeGradients(id="grads")
+)
+train = (
+    grads.batch(math.ceil(cfg.train_batch_size / cfg.microbatch_size), id="batch")
+    .for_each(AverageGradients(id="average"))
+    .for_each(ApplyGradients(id="apply"))
+)
+metrics = StandardMetricsReporting(train, min_iter_time_s=cfg.min_iter_time_s, id="metrics")
+
+plan = Plan.from_builder(
+    metrics,
+    name="a2c_microbatch",
+    description=(
+        "A2C with microbatches: ConcatBatches(microbatch) -> ComputeGradients -> Batch(n) "
+        "-> AverageGradients -> ApplyGradients, n = ceil(train_batch_size / microbatch_size)."
+    ),
+    config=cfg,
+    resources={
+        "workers": worker_set(
+            env=cfg.env,
+            num_workers=cfg.num_workers,
+            num_envs_per_worker=cfg.num_envs_per_worker,
+            rollout_fragment_length=cfg.rollout_fragment_length,
+            policy={
+                "algo": "a2c",
+                "lr": cfg.lr,
+                "gamma": cfg.gamma,
+                "gae_lambda": cfg.gae_lambda,
+                "entropy_coeff": cfg.entropy_coeff,
+                "vf_loss_coeff": cfg.vf_loss_coeff,
+            },
+        )
+    },
+)

@@ -1,0 +1,91 @@
+"""DQN (Mnih et al. 2015) with double-Q targets, as in RLlib Flow's ``dqn.py``.
+
+Two branches driven round-robin by one ``Concurrently``: rollouts are stored into the
+replay buffer; replayed batches train the learner and the target network is synced every
+``target_network_update_freq`` env steps sampled. Only the training branch's items
+(``output_indexes=[1]``) reach metrics::
+
+    store_op = ParallelRollouts(workers, mode="bulk_sync").for_each(StoreToReplay(buffer))
+    replay_op = Replay(buffer).for_each(TrainOneStep(workers))
+                              .for_each(UpdateTargetNetwork(workers, target_update_freq))
+    train_op = Concurrently([store_op, replay_op], mode="round_robin", output_indexes=[1],
+                            round_robin_weights=[1, k])
+"""
+
+from plangraph import Plan, PlanConfig
+from plangraph.ops import (
+    Concurrently,
+    LocalReplay,
+    ParallelRollouts,
+    StandardMetricsReporting,
+    StoreToReplay,
+    TrainOneStep,
+    UpdateTarget,
+    replay_buffer,
+    worker_set,
+)
+
+cfg = PlanConfig(
+    env="CartPole-v1",
+    num_workers=1,
+    num_envs_per_worker=4,
+    rollout_fragment_length=4,  # 1 x 4 x 4 = 16 env steps per rollout item
+    train_batch_size=32,  # env steps per replayed train batch
+    train_steps_per_rollout=2,  # round-robin weight of the replay branch
+    buffer_size=50_000,  # replay capacity, env steps
+    learning_starts=1_000,  # env steps stored before replay starts
+    prioritized_replay=False,
+    target_network_update_freq=500,  # env steps sampled between target syncs
+    lr=5e-4,
+    gamma=0.99,
+    exploration_steps=10_000,  # env steps over which epsilon anneals 1.0 -> 0.02
+    min_env_steps_per_iter=1_000,  # RLlib timesteps_per_iteration
+)
+
+store_op = ParallelRollouts(mode="bulk_sync", id="rollouts").for_each(
+    StoreToReplay(buffer="@replay", id="store")
+)
+replay_op = (
+    LocalReplay(buffer="@replay", batch_size=cfg.train_batch_size, id="replay_batches")
+    .for_each(TrainOneStep(id="train"))
+    .for_each(UpdateTarget(freq=cfg.target_network_update_freq, unit="sampled", id="target"))
+)
+train_op = Concurrently(
+    [store_op, replay_op],
+    mode="round_robin",
+    output_indexes=[1],
+    weights=[1, cfg.train_steps_per_rollout],
+    id="concurrently",
+)
+metrics = StandardMetricsReporting(
+    train_op, min_env_steps_per_iter=cfg.min_env_steps_per_iter, id="metrics"
+)
+
+plan = Plan.from_builder(
+    metrics,
+    name="dqn",
+    description=(
+        "DQN: StoreToReplay and LocalReplay -> TrainOneStep -> UpdateTarget under "
+        "Concurrently(round_robin, output_indexes=[1])."
+    ),
+    config=cfg,
+    resources={
+        "workers": worker_set(
+            env=cfg.env,
+            num_workers=cfg.num_workers,
+            num_envs_per_worker=cfg.num_envs_per_worker,
+            rollout_fragment_length=cfg.rollout_fragment_length,
+            policy={
+                "algo": "dqn",
+                "lr": cfg.lr,
+                "gamma": cfg.gamma,
+                "epsilon_timesteps": cfg.exploration_steps,
+            },
+        ),
+        "replay": replay_buffer(
+            capacity=cfg.buffer_size,
+            learning_starts=cfg.learning_starts,
+            prioritized=cfg.prioritized_replay,
+        ),
+    },
+)
