@@ -27,14 +27,21 @@ _EXPORTS: dict[str, str] = {
     "DQNPolicy": "plangraph.rl.dqn",
     "RolloutWorker": "plangraph.rl.rollout_worker",
     "WorkerSet": "plangraph.rl.worker_set",
+    "ReplayBuffer": "plangraph.rl.replay_buffer",
+    "PrioritizedReplayBuffer": "plangraph.rl.replay_buffer",
+    "make_replay_buffer": "plangraph.rl.replay_buffer",
+    "SumTree": "plangraph.rl.sum_tree",
 }
 
 __all__ = [
     "A2CPolicy",
     "DQNPolicy",
     "PPOPolicy",
+    "PrioritizedReplayBuffer",
+    "ReplayBuffer",
     "RolloutWorker",
     "SampleBatch",
+    "SumTree",
     "TorchPolicy",
     "WorkerSet",
     "compute_advantages",
@@ -42,6 +49,7 @@ __all__ = [
     "compute_returns",
     "derive_seeds",
     "make_policy",
+    "make_replay_buffer",
 ]
 
 if TYPE_CHECKING:
@@ -50,9 +58,15 @@ if TYPE_CHECKING:
     from plangraph.rl.policy import TorchPolicy, make_policy
     from plangraph.rl.postprocessing import compute_advantages, compute_gae, compute_returns
     from plangraph.rl.ppo import PPOPolicy
+    from plangraph.rl.replay_buffer import (
+        PrioritizedReplayBuffer,
+        ReplayBuffer,
+        make_replay_buffer,
+    )
     from plangraph.rl.rollout_worker import RolloutWorker
     from plangraph.rl.sample_batch import SampleBatch
     from plangraph.rl.seeding import derive_seeds
+    from plangraph.rl.sum_tree import SumTree
     from plangraph.rl.worker_set import WorkerSet
 
 

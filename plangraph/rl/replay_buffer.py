@@ -1,0 +1,355 @@
+"""Experience replay: uniform ``ReplayBuffer`` and ``PrioritizedReplayBuffer``.
+
+Storage is one preallocated numpy array per column, ``[capacity, ...]``, allocated on the
+first ``add`` with that batch's dtypes and shapes (a ``uint8`` observation is stored as
+``uint8``). An item is one row = one transition = one env step, so capacity is in env
+steps. Rows are written into a ring in insertion order: the row with insertion id ``i``
+(0, 1, 2, ... over the buffer's life) goes to slot ``i % capacity``, evicting the oldest
+row (FIFO). A batch larger than the capacity keeps only its last ``capacity`` rows.
+
+``sample(n)`` draws ``n`` rows with replacement and returns them as a ``SampleBatch`` with
+``batch_indexes`` (int64 ``[n]``) holding their insertion ids. Because slot = id % capacity,
+``update_priorities`` can tell whether a slot still holds the sampled row: priorities for
+rows overwritten since they were sampled are ignored.
+
+Prioritized replay follows Schaul et al. 2016 (proportional variant):
+
+* priority ``p_i = |td_error_i| + eps``; stored as ``p_i^alpha`` in a sum tree;
+* ``P(i) = p_i^alpha / sum_k p_k^alpha``; each of the ``n`` rows is drawn independently;
+* new rows get the largest priority seen so far (``max_priority``, starting at 1.0), so
+  every transition is replayed at least with the probability of the current best;
+* importance weights ``w_i = (N * P(i))^-beta / max_j (N * P(j))^-beta
+  = (P(i) / P_min)^-beta`` with ``N`` the rows stored and ``P_min`` over all stored rows
+  (so ``w <= 1``), returned as float32 column ``weights``;
+* ``beta`` anneals linearly from ``beta`` to ``beta_final`` over ``beta_annealing_steps``
+  rows *sampled from the buffer*; a ``sample`` call uses the value reached before it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from plangraph.rl.sample_batch import SampleBatch
+from plangraph.rl.sum_tree import MinTree, SumTree
+
+if TYPE_CHECKING:
+    from plangraph.ops.resources import ReplayBufferParams
+
+_SB = SampleBatch
+_NOT_STORED = (_SB.WEIGHTS, _SB.BATCH_INDEXES)
+
+
+class ReplayBuffer:
+    """Uniform FIFO replay of transitions; capacity in env steps.
+
+    Args:
+        capacity: rows (env steps) kept (>= 1).
+        seed: seeds the sampling RNG.
+
+    Raises:
+        ValueError: ``capacity < 1``.
+    """
+
+    def __init__(self, capacity: int, seed: int | None = 0) -> None:
+        if capacity < 1:
+            raise ValueError(f"capacity must be >= 1 env step, got {capacity}")
+        self.capacity = int(capacity)
+        self._rng = np.random.default_rng(seed)
+        self._storage: dict[str, np.ndarray] | None = None
+        self._ids = np.full(self.capacity, -1, dtype=np.int64)
+        self._size = 0
+        self.num_added = 0  # rows ever added == insertion id of the next row
+        self.num_sampled = 0  # rows ever sampled
+
+    def __len__(self) -> int:
+        """Rows (env steps) currently stored."""
+        return self._size
+
+    # --- writing ----------------------------------------------------------------------
+    def add(self, batch: SampleBatch) -> np.ndarray:
+        """Append the batch's rows (FIFO eviction); returns their insertion ids int64 ``[k]``.
+
+        ``weights`` and ``batch_indexes`` columns are not stored.
+
+        Raises:
+            ValueError: the batch's columns, shapes or dtypes differ from the first batch.
+        """
+        cols = {k: v for k, v in batch.items() if k not in _NOT_STORED}
+        n = batch.count
+        if n == 0:
+            return np.empty(0, dtype=np.int64)
+        if self._storage is None:
+            self._storage = {
+                k: np.empty((self.capacity, *v.shape[1:]), dtype=v.dtype) for k, v in cols.items()
+            }
+        self._check_columns(cols)
+        keep = min(n, self.capacity)
+        first_id = self.num_added + n - keep
+        ids = np.arange(first_id, first_id + keep, dtype=np.int64)
+        slots = ids % self.capacity
+        for k, v in cols.items():
+            self._storage[k][slots] = v[n - keep :]
+        self._ids[slots] = ids
+        self.num_added += n
+        self._size = min(self.capacity, self._size + n)
+        self._on_write(slots)
+        return ids
+
+    def _check_columns(self, cols: Mapping[str, np.ndarray]) -> None:
+        assert self._storage is not None
+        if set(cols) != set(self._storage):
+            raise ValueError(
+                f"replay buffer stores columns {sorted(self._storage)}, batch has "
+                f"{sorted(cols)}; add batches from the same worker set"
+            )
+        for k, v in cols.items():
+            s = self._storage[k]
+            if v.shape[1:] != s.shape[1:] or v.dtype != s.dtype:
+                raise ValueError(
+                    f"column {k!r}: batch rows are {v.dtype}{list(v.shape[1:])}, the buffer "
+                    f"stores {s.dtype}{list(s.shape[1:])}"
+                )
+
+    def _on_write(self, slots: np.ndarray) -> None:
+        """Hook for subclasses: rows were written to ``slots``."""
+
+    # --- reading ----------------------------------------------------------------------
+    def _sample_slots(self, num_items: int) -> np.ndarray:
+        return self._rng.integers(0, self._size, size=num_items)
+
+    def _gather(self, slots: np.ndarray) -> SampleBatch:
+        assert self._storage is not None
+        out = SampleBatch({k: v[slots] for k, v in self._storage.items()})
+        out[_SB.BATCH_INDEXES] = self._ids[slots]
+        return out
+
+    def sample(self, num_items: int) -> SampleBatch:
+        """``num_items`` rows drawn uniformly with replacement, plus ``batch_indexes``.
+
+        Raises:
+            ValueError: the buffer is empty or ``num_items < 1``.
+        """
+        self._check_sample(num_items)
+        slots = self._sample_slots(num_items)
+        self.num_sampled += num_items
+        return self._gather(slots)
+
+    def _check_sample(self, num_items: int) -> None:
+        if num_items < 1:
+            raise ValueError(f"num_items must be >= 1, got {num_items}")
+        if self._size == 0:
+            raise ValueError("cannot sample from an empty replay buffer; add a batch first")
+
+    def _live(self, batch_indexes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(slots, mask)``: mask is True where the slot still holds that insertion id."""
+        ids = np.asarray(batch_indexes, dtype=np.int64).reshape(-1)
+        slots = ids % self.capacity
+        return slots, (ids >= 0) & (self._ids[slots] == ids)
+
+    def update_priorities(self, batch_indexes: np.ndarray, td_errors: np.ndarray) -> int:
+        """Uniform replay has no priorities: a no-op kept so plans can switch buffers.
+
+        Returns:
+            0 (no priorities applied).
+        """
+        return 0
+
+    def stats(self) -> dict[str, float]:
+        """Size and throughput counters (env steps)."""
+        return {
+            "num_entries": float(self._size),
+            "num_added": float(self.num_added),
+            "num_sampled": float(self.num_sampled),
+        }
+
+    # --- checkpoints ------------------------------------------------------------------
+    def get_state(self) -> dict[str, Any]:
+        """Stored rows (the populated part), ids, counters and RNG state."""
+        n = self._size
+        return {
+            "capacity": self.capacity,
+            "storage": None
+            if self._storage is None
+            else {k: v[:n].copy() for k, v in self._storage.items()},
+            "ids": self._ids[:n].copy(),
+            "size": n,
+            "num_added": self.num_added,
+            "num_sampled": self.num_sampled,
+            "rng": self._rng.bit_generator.state,
+        }
+
+    def set_state(self, state: Mapping[str, Any]) -> None:
+        """Restore ``get_state()`` of a buffer with the same capacity.
+
+        Raises:
+            ValueError: capacities differ.
+        """
+        if state["capacity"] != self.capacity:
+            raise ValueError(
+                f"state is for capacity {state['capacity']}, this buffer has {self.capacity}"
+            )
+        n = int(state["size"])
+        self._storage = None
+        if state["storage"] is not None:
+            self._storage = {}
+            for k, v in state["storage"].items():
+                arr = np.empty((self.capacity, *v.shape[1:]), dtype=v.dtype)
+                arr[:n] = v
+                self._storage[k] = arr
+        self._ids[:] = -1
+        self._ids[:n] = state["ids"]
+        self._size = n
+        self.num_added = int(state["num_added"])
+        self.num_sampled = int(state["num_sampled"])
+        self._rng.bit_generator.state = state["rng"]
+
+
+class PrioritizedReplayBuffer(ReplayBuffer):
+    """Proportional prioritized replay (Schaul et al. 2016); see the module docstring.
+
+    Args:
+        capacity: rows (env steps) kept.
+        alpha: priority exponent (> 0).
+        beta: initial importance-sampling exponent in ``[0, 1]``.
+        beta_final: exponent reached after ``beta_annealing_steps`` sampled rows.
+        beta_annealing_steps: rows sampled over which beta anneals (0 = ``beta_final``).
+        eps: added to ``|td_error|`` so every priority is positive.
+        seed: seeds the sampling RNG.
+    """
+
+    def __init__(
+        self,
+        capacity: int,
+        alpha: float = 0.6,
+        beta: float = 0.4,
+        beta_final: float = 1.0,
+        beta_annealing_steps: int = 100_000,
+        eps: float = 1e-6,
+        seed: int | None = 0,
+    ) -> None:
+        super().__init__(capacity, seed)
+        if alpha <= 0:
+            raise ValueError(f"alpha must be > 0, got {alpha}")
+        if not (0.0 <= beta <= 1.0 and 0.0 <= beta_final <= 1.0):
+            raise ValueError(f"beta and beta_final must be in [0, 1], got {beta}, {beta_final}")
+        if eps <= 0:
+            raise ValueError(f"eps must be > 0, got {eps}")
+        self.alpha = float(alpha)
+        self.beta_initial = float(beta)
+        self.beta_final = float(beta_final)
+        self.beta_annealing_steps = int(beta_annealing_steps)
+        self.eps = float(eps)
+        self.max_priority = 1.0
+        self._sum = SumTree(self.capacity)
+        self._min = MinTree(self.capacity)
+
+    @property
+    def beta(self) -> float:
+        """IS exponent after ``num_sampled`` sampled rows (linear annealing)."""
+        if self.beta_annealing_steps <= 0:
+            return self.beta_final
+        frac = min(1.0, self.num_sampled / self.beta_annealing_steps)
+        return self.beta_initial + frac * (self.beta_final - self.beta_initial)
+
+    def _set_priorities(self, slots: np.ndarray, priorities: np.ndarray) -> None:
+        scaled = np.power(priorities, self.alpha)
+        self._sum.set(slots, scaled)
+        self._min.set(slots, scaled)
+
+    def _on_write(self, slots: np.ndarray) -> None:
+        self._set_priorities(slots, np.full(slots.shape, self.max_priority))
+
+    def sample(self, num_items: int) -> SampleBatch:
+        """``num_items`` rows drawn with ``P(i)`` ∝ ``p_i^alpha``, plus ``batch_indexes`` and
+        ``weights`` (float32 ``[n]``, max-normalised IS weights).
+
+        Raises:
+            ValueError: the buffer is empty or ``num_items < 1``.
+        """
+        self._check_sample(num_items)
+        total = self._sum.total
+        masses = self._rng.random(num_items) * total
+        slots = np.minimum(self._sum.find_prefix_sum(masses), self._size - 1)
+        probs = self._sum[slots] / total
+        p_min = self._min.min / total
+        beta = self.beta
+        weights = np.power(probs / p_min, -beta).astype(np.float32)
+        self.num_sampled += num_items
+        out = self._gather(slots)
+        out[_SB.WEIGHTS] = weights
+        return out
+
+    def probabilities(self) -> np.ndarray:
+        """``P(i)`` of every stored row, in slot order; float64 ``[len(self)]``."""
+        leaves = self._sum.leaves()[: self._size]
+        return leaves / leaves.sum()
+
+    def update_priorities(self, batch_indexes: np.ndarray, td_errors: np.ndarray) -> int:
+        """Set ``p = |td_error| + eps`` for rows still stored; returns how many were applied.
+
+        Rows evicted since they were sampled (their slot now holds a newer insertion id) are
+        ignored. For duplicate indexes the last value wins.
+
+        Raises:
+            ValueError: lengths differ or a TD error is not finite.
+        """
+        ids = np.asarray(batch_indexes, dtype=np.int64).reshape(-1)
+        td = np.asarray(td_errors, dtype=np.float64).reshape(-1)
+        if ids.shape != td.shape:
+            raise ValueError(f"batch_indexes has {ids.size} entries but td_errors has {td.size}")
+        if not np.all(np.isfinite(td)):
+            raise ValueError("td_errors must be finite (got NaN or inf); check the loss")
+        slots, live = self._live(ids)
+        if not live.any():
+            return 0
+        priorities = np.abs(td[live]) + self.eps
+        self._set_priorities(slots[live], priorities)
+        self.max_priority = max(self.max_priority, float(priorities.max()))
+        return int(live.sum())
+
+    def stats(self) -> dict[str, float]:
+        out = super().stats()
+        out.update({"max_priority": self.max_priority, "beta": self.beta})
+        return out
+
+    def get_state(self) -> dict[str, Any]:
+        state = super().get_state()
+        state.update(
+            {
+                "priorities": self._sum.get_state(),
+                "max_priority": self.max_priority,
+            }
+        )
+        return state
+
+    def set_state(self, state: Mapping[str, Any]) -> None:
+        super().set_state(state)
+        leaves = np.asarray(state["priorities"], dtype=np.float64)
+        self._sum.set_state(leaves)
+        mins = leaves.copy()
+        mins[self._size :] = np.inf
+        self._min.set_state(mins)
+        self.max_priority = float(state["max_priority"])
+
+
+def make_replay_buffer(
+    params: ReplayBufferParams, seed: int | None = 0
+) -> ReplayBuffer | PrioritizedReplayBuffer:
+    """Build the buffer a plan's ``ReplayBufferParams`` resource declares.
+
+    ``learning_starts`` is not a buffer property: the replay operator reads it.
+    """
+    if params.prioritized:
+        return PrioritizedReplayBuffer(
+            params.capacity,
+            alpha=params.alpha,
+            beta=params.beta,
+            beta_final=params.beta_final,
+            beta_annealing_steps=params.beta_annealing_steps,
+            eps=params.eps,
+            seed=seed,
+        )
+    return ReplayBuffer(params.capacity, seed=seed)
