@@ -1,0 +1,157 @@
+"""``Algorithm``: a compiled plan lowered onto Ray actors, trained one iteration at a time.
+
+compiled = plangraph.compile("plans/ppo.json")
+algo = compiled.build(env="CartPole-v1", num_workers=2, seed=0)
+result = algo.train()              # one iteration: a result dict
+algo.run(stop={"episode_return_mean": 475})
+algo.save("ckpt"); algo.restore("ckpt"); algo.stop()
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import shutil
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from plangraph.runtime.build_context import BuildContext
+from plangraph.runtime.stopping import StopCriteria
+
+if TYPE_CHECKING:
+    from plangraph.compiler import CompiledPlan
+
+CHECKPOINT_VERSION = 1
+
+
+def ensure_ray(address: str | None = None) -> None:
+    """Start Ray in-process (2+ CPUs as the machine has), or join ``address``; no dashboard."""
+    import ray
+
+    if ray.is_initialized():
+        return
+    if address:
+        ray.init(address=address, include_dashboard=False, configure_logging=False)
+    else:
+        ray.init(address="local", include_dashboard=False, configure_logging=False)
+
+
+class Algorithm:
+    """A running plan: worker sets and replay buffers as declared, the dataflow lowered.
+
+    Built by ``CompiledPlan.build(env=None, num_workers=None, seed=0, address=None)``;
+    ``env``/``num_workers`` override every ``WorkerSet`` resource of the plan.
+    """
+
+    def __init__(
+        self,
+        compiled: CompiledPlan,
+        *,
+        env: str | None = None,
+        num_workers: int | None = None,
+        seed: int = 0,
+        address: str | None = None,
+    ) -> None:
+        if not compiled.ok:
+            from plangraph.compiler import PlanValidationError
+
+            raise PlanValidationError(compiled.diagnostics)
+        ensure_ray(address)
+        from plangraph.runtime.lowering import lower_plan
+
+        self.compiled = compiled
+        self.seed = seed
+        self.ctx = BuildContext.create(compiled, env=env, num_workers=num_workers, seed=seed)
+        self._results = iter(lower_plan(compiled, self.ctx))
+        self._stopped = False
+
+    @property
+    def iteration(self) -> int:
+        return self.ctx.iteration
+
+    def train(self) -> dict[str, Any]:
+        """Run one training iteration (as the plan's ``StandardMetricsReporting`` defines
+        it) and return its result dict (see ``StandardMetricsReporting`` for the keys)."""
+        if self._stopped:
+            raise RuntimeError("this Algorithm was stopped; build a new one")
+        return next(self._results)
+
+    def run(
+        self, stop: Mapping[str, float], *, max_iterations: int | None = None
+    ) -> dict[str, Any]:
+        """Train until any ``result[key] >= threshold`` in ``stop`` (or ``max_iterations``);
+        return the last result."""
+        criteria = StopCriteria.parse(stop)
+        result: dict[str, Any] = {}
+        while True:
+            result = self.train()
+            if criteria.met(result):
+                return result
+            if max_iterations is not None and result["iteration"] >= max_iterations:
+                return result
+
+    # -- checkpoints ---------------------------------------------------------------------
+
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        """Write a checkpoint directory: policy states (weights, optimizer, target net),
+        replay buffers, counters and info, episode window, iteration and time.
+
+        Written to ``path.tmp`` and renamed, so a crash never leaves half a checkpoint.
+        """
+        path = Path(path)
+        tmp = path.with_name(path.name + ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        state = self.ctx.get_state()
+        with (tmp / "state.pkl").open("wb") as f:
+            pickle.dump(state, f, protocol=pickle.HIGHEST_PROTOCOL)
+        (tmp / "plan.json").write_text(self.compiled.to_json(), encoding="utf-8")
+        meta = {
+            "version": CHECKPOINT_VERSION,
+            "plan": self.compiled.plan.name,
+            "iteration": self.ctx.iteration,
+            "num_env_steps_sampled": self.ctx.metrics.counters.get("num_env_steps_sampled", 0),
+            "time_total_s": self.ctx.time_total_s,
+            "saved_at": time.time(),
+        }
+        (tmp / "algorithm.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
+        shutil.rmtree(path, ignore_errors=True)
+        tmp.rename(path)
+        return path
+
+    def restore(self, path: str | os.PathLike[str]) -> None:
+        """Load a checkpoint written by ``save`` (any process); counters, iteration and
+        time continue from it, and the rollout workers receive the restored weights.
+
+        Raises:
+            FileNotFoundError: ``path`` is not a complete checkpoint directory.
+            ValueError: the checkpoint was written by a different plan.
+        """
+        path = Path(path)
+        meta_file = path / "algorithm.json"
+        if not meta_file.exists():
+            raise FileNotFoundError(f"{path}: not a plangraph checkpoint (no algorithm.json)")
+        meta = json.loads(meta_file.read_text())
+        if meta.get("plan") != self.compiled.plan.name:
+            raise ValueError(
+                f"{path}: checkpoint of plan {meta.get('plan')!r}, "
+                f"but this Algorithm runs {self.compiled.plan.name!r}"
+            )
+        with (path / "state.pkl").open("rb") as f:
+            state = pickle.load(f)
+        self.ctx.set_state(state)
+
+    def stop(self) -> None:
+        """Release every actor this Algorithm started. Idempotent."""
+        if not self._stopped:
+            self._stopped = True
+            self.ctx.stop()
+
+    def __enter__(self) -> Algorithm:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
