@@ -145,8 +145,19 @@ class Context:
             if msg not in merged[k]:
                 merged[k].append(msg)
             info.setdefault(k, (kind, e.get("input")))
+        # a misspelt param is one problem, not "unknown x" plus "missing y"
+        misspelt: set[str] = set()
+        for ptr, group in merged:
+            if group == "extra":
+                rel = ptr[len(base) :].lstrip("/").split("/")
+                parent = "/".join(rel[:-1])
+                for c in close_matches(rel[-1], _fields_at(model, raw, rel[:-1])):
+                    misspelt.add(f"{parent}/{c}" if parent else c)
+        prefix = f"{what}: " if node is None else ""
         for (ptr, group), msgs in merged.items():
             _kind, value = info[(ptr, group)]
+            if group == "missing" and ptr[len(base) :].lstrip("/") in misspelt:
+                continue
             rel = ptr[len(base) :].lstrip("/").split("/") if ptr != base else []
             dotted = _dotted(rel)
             if group == "extra":
@@ -174,7 +185,7 @@ class Context:
                 got = f" (got {value!r}{origin})" if not isinstance(value, Mapping) else ""
                 self.report(
                     code,
-                    f"{dotted or what}: {' or '.join(msgs)}{got}",
+                    f"{prefix}{dotted or what}: {' or '.join(msgs)}{got}",
                     node=node,
                     pointer=ptr,
                     hint=_field_hint(model, rel),

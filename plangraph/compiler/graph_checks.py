@@ -142,6 +142,8 @@ def check_fan_out(ctx: Context) -> None:
         sig = ctx.sigs.get(src)
         if len(users) < 2 or (sig is not None and sig.name == "Duplicate"):
             continue
+        if src in ctx.cyclic:
+            continue  # the cycle is the problem to fix first (reported by "cycles")
         ctx.report(
             "PG153",
             f"{ctx.plan.nodes[src].op} output is consumed {len(users)} times "

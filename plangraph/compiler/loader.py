@@ -218,7 +218,7 @@ class _Salvage:
                     f"{pointer}/{k}",
                     node=node,
                     key=True,
-                    hint=f"{what} keys are: {', '.join(allowed)}",
+                    hint=f"known keys: {', '.join(allowed)}",
                     suggestions=sugg,
                 )
 
@@ -397,6 +397,8 @@ def _from_data(data: Any, smap: SourceMap | None) -> Loaded:
         inputs: list[str] = []
         if not isinstance(raw_inputs, list | tuple):
             s.wrong_type(f"{ptr}/inputs", "inputs", "an array of node ids", raw_inputs, node=nid)
+            if isinstance(raw_inputs, str):  # a lone id: keep the edge, avoid follow-on noise
+                inputs.append(raw_inputs)
         else:
             for i, x in enumerate(raw_inputs):
                 if isinstance(x, str):

@@ -21,6 +21,7 @@ and which params are references to resources (read or write). Implementations li
 from __future__ import annotations
 
 import difflib
+import inspect
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -248,7 +249,7 @@ def make_signature(
         inputs=tuple(parse_type(t) for t in inputs),
         variadic=parse_type(variadic) if variadic is not None else None,
         min_inputs=(min_inputs if min_inputs is not None else (1 if variadic else len(inputs))),
-        doc=(doc if doc is not None else (model.__doc__ or "")).strip(),
+        doc=inspect.cleandoc(doc if doc is not None else (model.__doc__ or "")),
         resources=tuple(
             ResourceParam(p, kind, access)  # type: ignore[arg-type]
             for p, (kind, access) in (resources or {}).items()

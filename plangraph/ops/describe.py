@@ -1,0 +1,147 @@
+"""Human- and machine-readable descriptions of operators (``plangraph ops``)."""
+
+from __future__ import annotations
+
+import types
+import typing
+from typing import Any
+
+import annotated_types as at
+from pydantic import BaseModel
+from pydantic_core import PydanticUndefined
+
+from plangraph.ops.registry import OpSignature
+
+__all__ = ["catalog_text", "describe_op", "describe_params", "op_text"]
+
+
+def _type_text(ann: Any) -> str:
+    origin = typing.get_origin(ann)
+    args = typing.get_args(ann)
+    if origin is typing.Annotated:
+        return _type_text(args[0])
+    if origin is typing.Literal:
+        return "|".join(repr(a) if isinstance(a, str) else str(a) for a in args)
+    if origin in (typing.Union, types.UnionType):
+        return " | ".join(_type_text(a) for a in args)
+    if origin is tuple:
+        if len(args) == 2 and args[1] is Ellipsis:
+            return f"list[{_type_text(args[0])}]"
+        return f"[{', '.join(_type_text(a) for a in args)}]"
+    if origin is list:
+        return f"list[{_type_text(args[0])}]"
+    if ann is type(None):
+        return "null"
+    if isinstance(ann, type):
+        return {"str": "string", "bool": "bool", "int": "int", "float": "number"}.get(
+            ann.__name__, ann.__name__
+        )
+    return str(ann)
+
+
+def _constraints(metadata: list[Any]) -> list[str]:
+    out: list[str] = []
+    for m in metadata:
+        if isinstance(m, at.Ge):
+            out.append(f">= {m.ge}")
+        elif isinstance(m, at.Gt):
+            out.append(f"> {m.gt}")
+        elif isinstance(m, at.Le):
+            out.append(f"<= {m.le}")
+        elif isinstance(m, at.Lt):
+            out.append(f"< {m.lt}")
+        elif hasattr(m, "pattern") and m.pattern:
+            out.append(f"matches {m.pattern}")
+    return out
+
+
+def describe_params(model: type[BaseModel]) -> list[dict[str, Any]]:
+    """One dict per field: ``name``, ``type``, ``required``, ``default``, ``constraints``,
+    ``description`` (units included)."""
+    rows = []
+    for name, f in model.model_fields.items():
+        required = f.default is PydanticUndefined and f.default_factory is None
+        default = None if required else f.get_default(call_default_factory=True)
+        if isinstance(default, BaseModel):
+            default = default.model_dump(mode="json")
+        rows.append(
+            {
+                "name": name,
+                "type": _type_text(f.annotation),
+                "required": required,
+                "default": list(default) if isinstance(default, tuple) else default,
+                "constraints": _constraints(list(f.metadata)),
+                "description": f.description or "",
+            }
+        )
+    return rows
+
+
+def describe_op(sig: OpSignature) -> dict[str, Any]:
+    """The signature as JSON data."""
+    return {
+        "name": sig.name,
+        "category": sig.category,
+        "apply": sig.apply,
+        "type": sig.type_text(),
+        "inputs": sig.arity_text(),
+        "output": str(sig.output),
+        "doc": sig.doc,
+        "builtin": sig.builtin,
+        "resources": [
+            {"param": r.param, "kind": r.kind, "access": r.access} for r in sig.resources
+        ],
+        "params": describe_params(sig.params_model),
+    }
+
+
+_APPLY_USE = {
+    "source": "{name}(...)",
+    "for_each": "stream.for_each({name}(...))",
+    "combine": "stream.combine({name}(...))",
+    "filter": "stream.filter({name}(...))",
+    "stream": "{name}(stream, ...)",
+}
+
+
+def op_text(sig: OpSignature) -> str:
+    """A page of text about one operator: type, usage, doc, params table."""
+    d = describe_op(sig)
+    lines = [
+        f"{sig.name}  [{sig.category}]  {sig.type_text()}",
+        f"  python: {_APPLY_USE[sig.apply].format(name=sig.name)}",
+        "",
+    ]
+    lines += ["  " + x if x else "" for x in sig.doc.splitlines()]
+    lines.append("")
+    if not d["params"]:
+        lines.append("  params: none")
+    else:
+        lines.append("  params:")
+        for p in d["params"]:
+            default = "required" if p["required"] else f"default {_json(p['default'])}"
+            cons = f", {', '.join(p['constraints'])}" if p["constraints"] else ""
+            lines.append(f"    {p['name']}: {p['type']} ({default}{cons})")
+            if p["description"]:
+                lines.append(f"        {p['description']}")
+    for r in d["resources"]:
+        lines.append(f"  resource: {r['param']} -> {r['kind']} ({r['access']})")
+    return "\n".join(lines) + "\n"
+
+
+def _json(v: Any) -> str:
+    import json
+
+    return json.dumps(v)
+
+
+def catalog_text(sigs: dict[str, OpSignature]) -> str:
+    """One line per operator: name, category, type, first doc line."""
+    wn = max(len(n) for n in sigs)
+    wc = max(len(s.category) for s in sigs.values())
+    wt = max(len(s.type_text()) for s in sigs.values())
+    lines = []
+    for name, s in sigs.items():
+        first = s.doc.splitlines()[0] if s.doc else ""
+        lines.append(f"{name:<{wn}}  {s.category:<{wc}}  {s.type_text():<{wt}}  {first}")
+    return "\n".join(lines) + "\n"
