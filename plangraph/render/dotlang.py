@@ -1,0 +1,109 @@
+"""The small part of the DOT language plangraph writes, with quoting that cannot go wrong.
+
+Why not ``graphviz.Digraph``: its ``edge()`` reads ``"a:b"`` as node ``a``, port ``b``, its
+quoting passes ``"<...>"`` through as an HTML string and cannot express an id that ends in
+a backslash. Plan ids are user text, so every id here is always double-quoted and escaped
+(ids that are DOT keywords such as ``graph`` or ``node`` need the quotes too), and every
+label is an HTML-like label whose text is XML-escaped. Statements come out in the order
+they are added, so the caller controls determinism.
+
+The ``graphviz`` package still does what it is best at: running ``dot`` (see ``output``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+# XML 1.0 forbids these control characters even when escaped; dot would reject the label.
+_XML_INVALID = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+
+
+class Html(str):
+    """An HTML-like label body (written as ``<...>``, never quoted)."""
+
+    __slots__ = ()
+
+
+def quote(text: str) -> str:
+    r"""Return ``text`` as a double-quoted DOT string that dot reads back unambiguously.
+
+    In a quoted DOT string only ``\"`` is an escape and a backslash before a newline joins
+    lines, so backslashes are doubled, quotes escaped and newlines written as ``\n``. The
+    mapping is injective: distinct ids stay distinct node names.
+
+    >>> quote('a:b'), quote('graph'), quote('"x"')
+    ('"a:b"', '"graph"', '"\\"x\\""')
+    """
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"')
+    escaped = escaped.replace("\r", "\\r").replace("\n", "\\n")
+    return f'"{escaped}"'
+
+
+def escape_html(text: str) -> str:
+    """Escape ``text`` for the inside of an HTML-like label (``&<>"`` and bad controls)."""
+    text = _XML_INVALID.sub("\ufffd", text)
+    return (
+        text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
+    )
+
+
+def format_value(value: str | int | float | bool | Html) -> str:
+    """One attribute value: HTML labels as ``<...>``, numbers bare, everything else quoted."""
+    if isinstance(value, Html):
+        return f"<{value}>"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    return quote(str(value))
+
+
+def attr_list(attrs: Mapping[str, str | int | float | bool | Html]) -> str:
+    """``[k1=v1, k2=v2]`` in the given order (empty string for no attributes)."""
+    if not attrs:
+        return ""
+    body = ", ".join(f"{key}={format_value(val)}" for key, val in attrs.items())
+    return f" [{body}]"
+
+
+@dataclass
+class DotWriter:
+    """Builds one ``digraph`` statement by statement, indentation included."""
+
+    name: str
+    lines: list[str] = field(default_factory=list)
+    _depth: int = 1
+
+    def comment(self, text: str) -> None:
+        for line in text.splitlines():
+            self.lines.append(f"{'  ' * self._depth}// {line}")
+
+    def defaults(self, kind: str, attrs: Mapping[str, str | int | float | bool | Html]) -> None:
+        """``graph [...]``, ``node [...]`` or ``edge [...]`` defaults for what follows."""
+        assert kind in ("graph", "node", "edge"), kind
+        self.lines.append(f"{'  ' * self._depth}{kind}{attr_list(attrs)};")
+
+    def node(self, node_id: str, attrs: Mapping[str, str | int | float | bool | Html]) -> None:
+        self.lines.append(f"{'  ' * self._depth}{quote(node_id)}{attr_list(attrs)};")
+
+    def edge(
+        self, tail: str, head: str, attrs: Mapping[str, str | int | float | bool | Html]
+    ) -> None:
+        self.lines.append(f"{'  ' * self._depth}{quote(tail)} -> {quote(head)}{attr_list(attrs)};")
+
+    def begin_subgraph(self, name: str) -> None:
+        self.lines.append(f"{'  ' * self._depth}subgraph {quote(name)} {{")
+        self._depth += 1
+
+    def end_subgraph(self) -> None:
+        self._depth -= 1
+        self.lines.append(f"{'  ' * self._depth}}}")
+
+    def blank(self) -> None:
+        self.lines.append("")
+
+    def source(self) -> str:
+        assert self._depth == 1, "unclosed subgraph"
+        return "\n".join([f"digraph {quote(self.name)} {{", *self.lines, "}", ""])

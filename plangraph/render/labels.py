@@ -1,0 +1,125 @@
+"""HTML-like labels: bold id, operator name, key params with resolved config values.
+
+Everything user-written passes through :func:`plangraph.render.dotlang.escape_html`, so ids
+and values such as ``"x"``, ``<b>`` or ``a & b`` are shown exactly as written.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import textwrap
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from plangraph.render.dotlang import Html, escape_html
+from plangraph.render.style import ERROR_COLOR, MUTED_COLOR, WARNING_COLOR
+
+MAX_VALUE_CHARS = 40
+"""Longer parameter values are cut with an ellipsis (the tooltip and JSON have them whole)."""
+MESSAGE_WIDTH = 44
+"""Diagnostic messages are wrapped at this many characters, at most two lines."""
+
+
+@dataclass(frozen=True)
+class ParamLine:
+    """One ``name = value`` line; ``ref`` is the ``${key}`` it was resolved from, if any."""
+
+    name: str
+    value: Any
+    ref: str | None = None
+    flagged: bool = False
+
+
+@dataclass(frozen=True)
+class Mark:
+    """A diagnostic shown on a node or edge: stable code, message, error or warning."""
+
+    code: str
+    message: str
+    severity: str = "error"
+
+    @property
+    def color(self) -> str:
+        return ERROR_COLOR if self.severity == "error" else WARNING_COLOR
+
+
+def format_value(value: Any) -> str:
+    """A parameter value as a short, JSON-like string (``true``, ``[1, 1]``, ``bulk_sync``)."""
+    if isinstance(value, enum.Enum):
+        value = value.value
+    if isinstance(value, str):
+        text = value
+    elif hasattr(value, "model_dump"):
+        text = json.dumps(value.model_dump(mode="json"), sort_keys=True, ensure_ascii=False)
+    else:
+        try:
+            text = json.dumps(value, ensure_ascii=False, default=str)
+        except (TypeError, ValueError):
+            text = str(value)
+    if len(text) > MAX_VALUE_CHARS:
+        text = text[: MAX_VALUE_CHARS - 1] + "\u2026"
+    return text
+
+
+def _font(text: str, *, color: str | None = None, size: int | None = None) -> str:
+    attrs = ""
+    if color:
+        attrs += f' COLOR="{color}"'
+    if size:
+        attrs += f' POINT-SIZE="{size}"'
+    return f"<FONT{attrs}>{text}</FONT>" if attrs else text
+
+
+def _mark_lines(marks: Sequence[Mark]) -> list[str]:
+    lines = []
+    for mark in marks:
+        wrapped = textwrap.wrap(mark.message, MESSAGE_WIDTH) or [""]
+        if len(wrapped) > 2:
+            wrapped = [wrapped[0], wrapped[1][: MESSAGE_WIDTH - 1] + "\u2026"]
+        text = f"<B>{escape_html(mark.code)}</B> " + "<BR/>".join(escape_html(w) for w in wrapped)
+        lines.append(_font(text, color=mark.color, size=9))
+    return lines
+
+
+def _table(rows: Iterable[str]) -> Html:
+    body = "".join(f"<TR><TD>{row}</TD></TR>" for row in rows)
+    return Html(f'<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="0" CELLPADDING="1">{body}</TABLE>')
+
+
+def box_label(
+    title: str, subtitle: str, params: Sequence[ParamLine], marks: Sequence[Mark] = ()
+) -> Html:
+    """Label of an operator or resource node.
+
+    ``title`` (the node id) is bold, ``subtitle`` (op name or resource kind) below it, then
+    one line per parameter (a ``${key}`` config reference is shown after the value it
+    resolved to), then the diagnostics in red with their codes.
+    """
+    rows = [f"<B>{escape_html(title)}</B>", _font(escape_html(subtitle), color=MUTED_COLOR)]
+    if params:
+        lines = []
+        for p in params:
+            text = f"{escape_html(p.name)} = {escape_html(format_value(p.value))}"
+            if p.ref is not None:
+                text += " " + _font(escape_html(f"(${{{p.ref}}})"), color=MUTED_COLOR)
+            if p.flagged:
+                text = _font(text, color=ERROR_COLOR)
+            lines.append(text)
+        rows.append(_font("".join(f'{line}<BR ALIGN="LEFT"/>' for line in lines), size=10))
+    rows.extend(_mark_lines(marks))
+    return _table(rows)
+
+
+def edge_label(lines: Sequence[str], marks: Sequence[Mark] = ()) -> Html:
+    """Label of an edge: its port type and notes (already plain text), then diagnostics."""
+    rows = [escape_html(line) for line in lines] + _mark_lines(marks)
+    return Html("<BR/>".join(rows))
+
+
+def tooltip(marks: Sequence[Mark], fallback: str) -> str:
+    """Full diagnostic text for SVG hover tooltips (labels shorten long messages)."""
+    if not marks:
+        return fallback
+    return "\n".join(f"{m.severity} {m.code}: {m.message}" for m in marks)
