@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import os
 import re
+import runpy
 import subprocess
 import sys
 from pathlib import Path
@@ -246,3 +247,11 @@ def test_compiled_plan_delegates_to_the_renderer() -> None:
     compiled = seed("a2c")
     assert compiled.to_dot() == to_dot(compiled)
     assert compiled.to_dot(rankdir="LR") == to_dot(compiled, rankdir="LR")
+
+
+def test_readme_diagrams_are_current() -> None:
+    """docs/diagrams/*.dot and the README block match the plans (no `dot` needed)."""
+    tool = runpy.run_path(str(ROOT / "tools" / "render_diagrams.py"), run_name="render_diagrams")
+    assert tool["main"](["--check"]) == 0, (
+        "diagrams or README section are stale: run .venv/bin/python tools/render_diagrams.py"
+    )

@@ -37,7 +37,7 @@ def test_dot_to_stdout_without_output(capsys: pytest.CaptureFixture[str]) -> Non
 def test_rankdir_and_config_overrides(tmp_path: Path) -> None:
     out = tmp_path / "a2c.dot"
     argv = ["render", str(PLANS / "a2c.json"), "-o", str(out), "--rankdir", "LR"]
-    assert cli.main([*argv, "--set", "train_batch_size=1000"]) == 0
+    assert cli.main([*argv, "--config", "train_batch_size=1000"]) == 0
     text = out.read_text(encoding="utf-8")
     assert 'rankdir="LR"' in text and "min_batch_size = 1000" in text
 
@@ -102,9 +102,13 @@ def test_unsupported_suffix_is_a_usage_error(
     assert "unsupported file suffix .jpg" in capsys.readouterr().err
 
 
-def test_bad_override_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli.main(["render", str(PLANS / "a2c.json"), "--set", "oops"]) == 2
-    assert "expected KEY=VALUE" in capsys.readouterr().err
+def test_bad_override_or_missing_file_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(["render", str(PLANS / "a2c.json"), "--config", "oops"]) == 2
+    assert "KEY=VALUE" in capsys.readouterr().err
+    assert cli.main(["render", str(tmp_path / "nope.json")]) == 2
+    assert "no such file" in capsys.readouterr().err
 
 
 def test_render_imports_neither_ray_nor_torch(tmp_path: Path) -> None:

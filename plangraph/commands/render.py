@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
+
+from plangraph.commands.validate import (
+    add_config_option,
+    analyze_safely,
+    check_paths,
+    parse_overrides,
+)
 
 EXIT_OK = 0
 EXIT_PLAN_ERRORS = 1
@@ -47,14 +53,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         action="store_true",
         help="exit with status 1 after drawing when the plan has errors",
     )
-    p.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a plan config value (repeatable), e.g. --set train_batch_size=4000",
-    )
+    add_config_option(p)
     return p
 
 
@@ -62,24 +61,8 @@ def _say(msg: str) -> None:
     print(f"plangraph render: {msg}", file=sys.stderr)
 
 
-def _parse_overrides(items: list[str]) -> dict[str, Any] | None:
-    out: dict[str, Any] = {}
-    for item in items:
-        key, sep, raw = item.partition("=")
-        key = key.strip()
-        if not sep or not key:
-            _say(f"error: --set {item!r}: expected KEY=VALUE, e.g. --set train_batch_size=4000")
-            return None
-        try:
-            out[key] = json.loads(raw)
-        except json.JSONDecodeError:
-            out[key] = raw
-    return out
-
-
 def run(args: argparse.Namespace) -> int:
     # Only the compiler and the renderer: neither imports ray or torch.
-    from plangraph.compiler import analyze
     from plangraph.render import (
         SUFFIXES,
         DotBinaryMissingError,
@@ -90,15 +73,22 @@ def run(args: argparse.Namespace) -> int:
         to_dot,
     )
 
-    overrides = _parse_overrides(args.overrides)
-    if overrides is None:
+    overrides = parse_overrides(args.config)
+    if isinstance(overrides, str):
+        _say(f"error: {overrides}")
+        return EXIT_USAGE
+    problem = check_paths([args.plan])
+    if problem:
+        _say(f"error: {problem}")
         return EXIT_USAGE
     out: Path | None = args.output
     if out is not None and out.suffix.lower() not in SUFFIXES:
         _say(f"error: {UnsupportedFormatError(out, SUFFIXES)}")
         return EXIT_USAGE
 
-    compiled = analyze(args.plan, config=overrides or None)
+    compiled = analyze_safely(args.plan, overrides)
+    if compiled is None:
+        return EXIT_PLAN_ERRORS
 
     if out is None:
         sys.stdout.write(to_dot(compiled, rankdir=args.rankdir))
@@ -125,13 +115,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _report_diagnostics(compiled: Any, plan: str) -> None:
-    errors = [d for d in compiled.diagnostics if getattr(d, "severity", "error") == "error"]
-    others = len(compiled.diagnostics) - len(errors)
-    if not compiled.diagnostics:
+    n_err, n_warn = len(compiled.errors), len(compiled.warnings)
+    if not (n_err or n_warn):
         return
-    parts = [f"{len(errors)} error{'s' * (len(errors) != 1)}"]
-    if others:
-        parts.append(f"{others} warning{'s' * (others != 1)}")
+    parts = [f"{n_err} error{'s' * (n_err != 1)}"] if n_err else []
+    if n_warn:
+        parts.append(f"{n_warn} warning{'s' * (n_warn != 1)}")
     _say(
-        f"{plan}: {' and '.join(parts)}, marked in the diagram; details: plangraph validate {plan}"
+        f"{plan}: {' and '.join(parts)}, marked in the diagram; "
+        f"details: plangraph validate {plan}"
     )

@@ -55,7 +55,7 @@ CATEGORY_STYLES: dict[str, NodeStyle] = {
         "box", "#fdebd0", "#b9770e", penwidth=2.0, description="train: updates the policy"
     ),
     "replay": NodeStyle(
-        "box", "#ebdef0", "#7d3c98", style="rounded,filled,diagonals", description="replay"
+        "box", "#ebdef0", "#7d3c98", style="filled,diagonals", description="replay"
     ),
     "merge": NodeStyle(
         "hexagon", "#fcf3cf", "#9a7d0a", description="merge: drives several branches"

@@ -1,0 +1,150 @@
+#!/usr/bin/env python3
+"""Regenerate the plan diagrams under ``docs/diagrams/`` and the README section showing them.
+
+For every ``plans/*.json``: ``docs/diagrams/<name>.dot`` (what was drawn) and
+``docs/diagrams/<name>.png`` (drawn by Graphviz ``dot``). The README block between
+``<!-- diagrams:begin -->`` and ``<!-- diagrams:end -->`` is rewritten to show the seed
+plans' JSON next to their PNG, and the style table (from ``plangraph.render.style``).
+
+Usage: ``.venv/bin/python tools/render_diagrams.py [--check]``. With ``--check`` nothing
+is written; the exit status is 1 if a .dot, a .png or the README block is out of date
+(PNG bytes depend on the Graphviz version and fonts, so a PNG counts as current when the
+.dot it was drawn from is).
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import sys
+import textwrap
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from plangraph.compiler import analyze  # noqa: E402
+from plangraph.render import CATEGORY_STYLES, RESOURCE_STYLE, render, to_dot  # noqa: E402
+from plangraph.render.style import NodeStyle  # noqa: E402
+
+PLANS = ROOT / "plans"
+OUT = ROOT / "docs" / "diagrams"
+README = ROOT / "README.md"
+BEGIN, END = "<!-- diagrams:begin -->", "<!-- diagrams:end -->"
+SEED_PLANS = ("a2c", "a2c_microbatch", "dqn")
+"""The plans the README shows (every plan in plans/ gets a diagram)."""
+
+SHAPE_WORDS = {
+    "invhouse": "pentagon pointing down",
+    "box": "box",
+    "hexagon": "hexagon",
+    "cylinder": "cylinder",
+}
+
+
+def _looks(style: NodeStyle) -> str:
+    words = SHAPE_WORDS.get(style.shape, style.shape)
+    if "rounded" in style.style:
+        words = "rounded " + words
+    if "diagonals" in style.style:
+        words += " with corner ticks"
+    if style.peripheries == 2:
+        words = "double " + words
+    if style.penwidth >= 2:
+        words = "bold " + words
+    return f"{words}, fill `{style.fill}`"
+
+
+def readme_section() -> str:
+    """The markdown between the README markers (without the markers)."""
+    rows = [f"| {cat} | {_looks(st)} |" for cat, st in CATEGORY_STYLES.items()]
+    rows.append(f"| resource (`@id`) | {_looks(RESOURCE_STYLE)} |")
+    parts = [
+        "## Diagrams: see the plan before it launches",
+        "",
+        textwrap.fill(
+            "Every plan draws itself from the compiler's typed graph: "
+            "`plangraph render PLAN -o plan.svg` (or `.png`, `.dot`; `--rankdir LR`; "
+            "`-c key=value` overrides config), `compiled.render(path)` and `compiled.to_dot()` "
+            "in Python, and a compiled plan shows itself in Jupyter. Node labels give the id "
+            "(bold), the operator and the params the plan sets, with `${config}` references "
+            "resolved; edges carry the inferred item type; resources are cylinders with dashed "
+            "read/write edges; `Concurrently` shows its mode, weights and which inputs are "
+            "output (grey edges: driven, not output). A plan that fails validation is still "
+            "drawn, with each diagnostic's code in red on the node or edge it concerns "
+            "(`plangraph render --check` then exits 1). DOT needs nothing else; SVG/PNG need "
+            "Graphviz's `dot` (Debian's `graphviz` package, installed by `tools/bootstrap`).",
+            width=92,
+            break_on_hyphens=False,
+        ),
+        "",
+        "| category | drawn as |",
+        "|---|---|",
+        *rows,
+        "",
+        textwrap.fill(
+            "The seed plans and their JSON (regenerate with "
+            "`.venv/bin/python tools/render_diagrams.py`; `--check` reports stale files):",
+            width=92,
+            break_on_hyphens=False,
+        ),
+    ]
+    for name in SEED_PLANS:
+        text = (PLANS / f"{name}.json").read_text(encoding="utf-8").rstrip("\n")
+        parts += [
+            "",
+            f"### `plans/{name}.json`",
+            "",
+            '<table><tr><td valign="top">',
+            "",
+            "```json",
+            text,
+            "```",
+            "",
+            f'</td><td valign="top"><img src="docs/diagrams/{name}.png" '
+            f'alt="{html.escape(f"diagram of plans/{name}.json")}" width="460"></td></tr></table>',
+        ]
+    return "\n".join(parts)
+
+
+def replace_section(readme: str, section: str) -> str:
+    start, end = readme.find(BEGIN), readme.find(END)
+    if start < 0 or end < start:
+        raise SystemExit(f"{README}: markers {BEGIN} ... {END} not found (in that order)")
+    return readme[: start + len(BEGIN)] + "\n" + section + "\n" + readme[end:]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--check", action="store_true", help="only report stale files")
+    args = ap.parse_args(argv)
+    stale: list[str] = []
+    for plan in sorted(PLANS.glob("*.json")):
+        compiled = analyze(plan)
+        if not compiled.ok:
+            print(f"error: {plan.relative_to(ROOT)} does not validate:", file=sys.stderr)
+            for d in compiled.diagnostics:
+                print(d.format(), file=sys.stderr)
+            return 1
+        dot_path, png_path = OUT / f"{plan.stem}.dot", OUT / f"{plan.stem}.png"
+        dot = to_dot(compiled)
+        current = dot_path.exists() and dot_path.read_text(encoding="utf-8") == dot
+        if current and png_path.exists():
+            continue
+        stale += [str(p.relative_to(ROOT)) for p in (dot_path, png_path)]
+        if not args.check:
+            render(compiled, png_path)  # first: fails cleanly without `dot`, writing nothing
+            dot_path.write_text(dot, encoding="utf-8")
+    readme = README.read_text(encoding="utf-8")
+    updated = replace_section(readme, readme_section())
+    if updated != readme:
+        stale.append("README.md (diagrams section)")
+        if not args.check:
+            README.write_text(updated, encoding="utf-8")
+    for item in stale:
+        print(f"{'stale' if args.check else 'wrote'}: {item}")
+    return 1 if args.check and stale else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
