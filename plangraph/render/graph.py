@@ -347,7 +347,9 @@ def to_dot(compiled: CompiledPlan, rankdir: str = "TB") -> str:
         flagged = nid in marks.flagged_nodes
         attrs = _style_attrs(style, nmarks, flagged)
         subtitle = raw_node.op if sig is not None else f"{raw_node.op} (unknown op)"
+        # The op's one-line summary as a hover text, without its reST backticks.
         doc = sig.doc.split("\n", 1)[0] if sig is not None and sig.doc else raw_node.op
+        doc = doc.replace("``", "")
         attrs["label"] = box_label(
             nid, subtitle, _param_lines(node, raw_node.params, nid, marks.params), nmarks
         )
@@ -458,6 +460,8 @@ def _merge_input_note(
 
 def _legend(w: DotWriter, compiled: CompiledPlan, node_ids: list[str], resources: bool) -> None:
     """A column of sample boxes (one per category present) and the edge conventions."""
+    if not node_ids:  # nothing drawn (the plan did not load): nothing to explain
+        return
     cats = {
         compiled.nodes[n].category
         for n in node_ids
