@@ -92,7 +92,7 @@ def _sort_marks(compiled: CompiledPlan, node_ids: Iterable[str]) -> _Marks:
     node_ids = list(node_ids)
     for diag in compiled.diagnostics:
         mark = Mark(diag.code, diag.message, diag.severity)
-        if _place_by_pointer(diag, mark, marks, node_ids, list(compiled.plan.resources)):
+        if _place_by_pointer(diag, mark, marks, compiled, node_ids):
             continue
         if diag.node is not None:
             marks.nodes.setdefault(diag.node, []).append(mark)
@@ -103,7 +103,7 @@ def _sort_marks(compiled: CompiledPlan, node_ids: Iterable[str]) -> _Marks:
 
 
 def _place_by_pointer(
-    diag: Diagnostic, mark: Mark, marks: _Marks, node_ids: list[str], resource_ids: list[str]
+    diag: Diagnostic, mark: Mark, marks: _Marks, compiled: CompiledPlan, node_ids: list[str]
 ) -> bool:
     pointer = diag.pointer
     if pointer.startswith("/nodes/"):
@@ -113,7 +113,13 @@ def _place_by_pointer(
         nid, tail = hit
         parts = tail.split("/") if tail else []
         marks.flagged_nodes.add(nid)
-        if len(parts) == 2 and parts[0] == "inputs" and parts[1].isdigit():
+        n_inputs = len(compiled.plan.nodes[nid].inputs)
+        if (
+            len(parts) == 2
+            and parts[0] == "inputs"
+            and parts[1].isdigit()
+            and int(parts[1]) < n_inputs  # else there is no such edge: mark the node
+        ):
             marks.edges.setdefault((nid, int(parts[1])), []).append(mark)
             return True
         if len(parts) >= 2 and parts[0] == "params":
@@ -121,7 +127,7 @@ def _place_by_pointer(
         marks.nodes.setdefault(nid, []).append(mark)
         return True
     if pointer.startswith("/resources/"):
-        hit = _match_id(pointer[len("/resources/") :], resource_ids)
+        hit = _match_id(pointer[len("/resources/") :], compiled.plan.resources)
         if hit is None:
             return False
         marks.resources.setdefault(hit[0], []).append(mark)
