@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -11,6 +13,16 @@ from plangraph.ops.policies import A2CConfig, DQNConfig, PPOConfig
 from plangraph.rl.policy import make_policy
 from plangraph.rl.rollout_worker import RolloutWorker
 from plangraph.rl.sample_batch import SampleBatch
+
+
+@pytest.fixture(autouse=True)
+def _one_torch_thread() -> Iterator[None]:
+    """Small MLPs gain nothing from intra-op threads; on 2 shared cores they only contend."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
 
 CARTPOLE_OBS = gym.spaces.Box(-np.inf, np.inf, (4,), np.float32)
 TWO_ACTIONS = gym.spaces.Discrete(2)

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 import pytest
+import torch
 
 from plangraph.ops.policies import DQNConfig
 from plangraph.ops.resources import ReplayBufferParams
@@ -11,6 +14,15 @@ from plangraph.rl.replay_buffer import PrioritizedReplayBuffer, ReplayBuffer, ma
 from plangraph.rl.rollout_worker import RolloutWorker
 from plangraph.rl.sample_batch import SampleBatch
 from plangraph.rl.sum_tree import MinTree, SumTree
+
+
+@pytest.fixture(autouse=True)
+def _one_torch_thread() -> Iterator[None]:
+    """Small MLPs gain nothing from intra-op threads; on 2 shared cores they only contend."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
 
 
 def _rows(start: int, n: int) -> SampleBatch:

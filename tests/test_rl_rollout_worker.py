@@ -3,15 +3,26 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 import pytest
+import torch
 
 from plangraph.ops.policies import A2CConfig, DQNConfig, PPOConfig
 from plangraph.rl.rollout_worker import RolloutWorker
 from plangraph.rl.seeding import derive_seeds
+
+
+@pytest.fixture(autouse=True)
+def _one_torch_thread() -> Iterator[None]:
+    """Small MLPs gain nothing from intra-op threads; on 2 shared cores they only contend."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
 
 
 class ChainEnv(gym.Env[np.ndarray, np.int64]):

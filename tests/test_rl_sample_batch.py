@@ -108,3 +108,11 @@ def test_rl_package_lazy_exports_resolve() -> None:
     assert sorted(rl.__all__) == sorted(rl._EXPORTS)
     for name in rl.__all__:
         assert getattr(rl, name).__name__ == name
+
+
+def test_concat_of_row_less_batches_keeps_episode_stats() -> None:
+    stats_only = SampleBatch(episode_returns=[1.5], episode_lengths=[3])
+    c = SampleBatch.concat_samples([stats_only, _batch(2)])
+    assert c.count == 2 and c.episode_lengths.tolist() == [3, 1]
+    only = SampleBatch.concat_samples([stats_only])
+    assert only.count == 0 and only.episode_returns.tolist() == [1.5]

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 import pytest
+import torch
 
 from plangraph.ops.policies import PPOConfig
 from plangraph.ops.resources import WorkerSetParams
@@ -12,6 +15,15 @@ from plangraph.rl.sample_batch import SampleBatch
 from plangraph.rl.worker_set import WorkerSet
 
 pytestmark = pytest.mark.usefixtures("ray_session")
+
+
+@pytest.fixture(autouse=True)
+def _one_torch_thread() -> Iterator[None]:
+    """Same intra-op threading as the rollout actors (1), so twin samples match bit for bit."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
 
 
 def _weights_equal(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> bool:
@@ -39,6 +51,10 @@ def test_remote_workers_sample_train_sync_and_recreate() -> None:
         assert stats["num_env_steps_trained"] == 120
         ws.sync_weights({"timestep": 120})
         new = ws.local_policy.get_weights()
+        timesteps = ray.get(
+            [w.__ray_call__.remote(lambda w: w.policy.global_timestep) for w in ws.remote_workers]
+        )
+        assert timesteps == [120, 120]  # global vars ride with the weights
         remote = ray.get([w.get_weights.remote() for w in ws.remote_workers])
         assert all(_weights_equal(r, new) for r in remote)
 

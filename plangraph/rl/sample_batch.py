@@ -227,8 +227,8 @@ class SampleBatch:
                     f"cannot concatenate SampleBatches with different columns: batch 0 has "
                     f"{sorted(keys)}, batch {i} has {sorted(b._columns)}"
                 )
-        if len(nonempty) == 1:
-            columns = dict(nonempty[0]._columns)
+        if len(nonempty) <= 1:
+            columns = dict(nonempty[0]._columns) if nonempty else {}
         else:
             columns = {
                 k: np.concatenate([b._columns[k] for b in nonempty]) for k in nonempty[0]._columns
