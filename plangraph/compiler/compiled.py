@@ -82,7 +82,8 @@ class PassRecord:
 class CompiledPlan:
     """A plan after analysis (see docs/CONTRACTS.md).
 
-    ``nodes`` are in topological order (inputs before users; nodes on a cycle last).
+    ``nodes`` are in topological order (inputs before users; nodes on or after a cycle
+    last, in declaration order).
     ``ok`` is True when no diagnostic is an error. ``graph`` is a ``networkx.DiGraph`` with
     node attribute ``op`` and edge attributes ``index`` (input port) and ``type``.
     """

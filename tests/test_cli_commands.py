@@ -1,0 +1,105 @@
+"""``plangraph ops``, ``plangraph schema`` and ``plangraph explain``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from plangraph import cli
+from plangraph.ops import schema as schema_mod
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(autouse=True)
+def _repo_root(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    rc = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def test_ops_lists_the_catalog(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, _ = _run(capsys, "ops")
+    assert rc == 0
+    lines = out.splitlines()
+    assert lines[0].split()[:4] == ["ParallelRollouts", "source", "()", "->"]
+    assert any(line.split()[:2] == ["ConcatBatches", "combine"] for line in lines)
+
+
+def test_ops_describes_one_operator(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, _ = _run(capsys, "ops", "ConcatBatches")
+    assert rc == 0
+    assert out.startswith("ConcatBatches  [combine]  SampleBatch -> SampleBatch\n")
+    assert "  python: stream.combine(ConcatBatches(...))\n" in out
+    assert "    min_batch_size: int (required, >= 1)\n" in out
+    assert "        Env steps per emitted batch (at least).\n" in out
+    rc, out, _ = _run(capsys, "ops", "UpdateTarget", "--format", "json")
+    data = json.loads(out)
+    assert data["apply"] == "for_each"
+    assert {p["name"]: p["default"] for p in data["params"]}["unit"] == "sampled"
+
+
+def test_ops_unknown_name_is_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, _, err = _run(capsys, "ops", "ConcatBatch")
+    assert rc == 2
+    assert "did you mean ConcatBatches" in err
+
+
+def test_schema_prints_a_valid_schema(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, _ = _run(capsys, "schema")
+    assert rc == 0
+    schema = json.loads(out)
+    jsonschema.Draft202012Validator.check_schema(schema)
+    node = schema["properties"]["nodes"]["additionalProperties"]
+    assert node["discriminator"]["propertyName"] == "op"
+    assert "ConcatBatches" in node["discriminator"]["mapping"]
+    v = jsonschema.Draft202012Validator(schema)
+    doc = json.loads((ROOT / "plans" / "a2c.json").read_text())
+    assert not list(v.iter_errors(doc))
+    doc["nodes"]["concat"]["params"]["min_batch_size"] = -1
+    assert list(v.iter_errors(doc))
+    doc["nodes"]["concat"]["params"]["min_batch_size"] = "${anything}"
+    assert not list(v.iter_errors(doc))
+    doc["nodes"]["concat"]["op"] = "ConcatBatchez"
+    assert list(v.iter_errors(doc))
+
+
+def test_schema_check_detects_drift(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    rc, out, _ = _run(capsys, "schema", "--check")
+    assert rc == 0 and "up to date" in out
+    stale = json.loads(schema_mod.SCHEMA_PATH.read_text())
+    del stale["$defs"]["ConcatBatchesParams"]["properties"]["count_steps_by"]
+    fake = tmp_path / "plan.schema.json"
+    fake.write_text(json.dumps(stale))
+    monkeypatch.setattr(schema_mod, "SCHEMA_PATH", fake)
+    rc, _, err = _run(capsys, "schema", "--check")
+    assert rc == 1 and "out of date" in err
+    rc, _, _ = _run(capsys, "schema", "--write")
+    assert rc == 0
+    rc, _, _ = _run(capsys, "schema", "--check")
+    assert rc == 0
+
+
+def test_explain(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, _ = _run(capsys, "explain", "plans/a2c_microbatch.json")
+    assert rc == 0
+    assert out.startswith("plan 'a2c_microbatch': 7 nodes, 1 resources, output 'metrics'")
+    assert "params: n=4\n" in out
+    rc, out, _ = _run(capsys, "explain", "--format", "json", "plans/dqn.py")
+    data = json.loads(out)
+    assert data["passes"][0] == "load" and data["diagnostics"] == []
+    assert data["nodes"]["concurrently"]["output_type"] == "TrainInfo"
+    rc, out, _ = _run(capsys, "explain", "tests/fixtures/bad_plans/PG130_type_mismatch.json")
+    assert rc == 1
+    assert "error PG130 [type-mismatch]" in out
+    rc, _, err = _run(capsys, "explain", "missing.json")
+    assert rc == 2 and "no such file" in err

@@ -1,0 +1,243 @@
+"""The compiler: best-effort analysis, typing rules, CompiledPlan API."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import networkx as nx
+import pytest
+
+import plangraph
+from plangraph.compiler import CHECKS, CompiledPlan, PlanValidationError, analyze
+from plangraph.ir import Plan
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _plan(nodes: dict[str, Any], output: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "name": "t",
+        "resources": {"workers": {"kind": "WorkerSet", "params": {"policy": {"algo": "ppo"}}}},
+        "nodes": nodes,
+        "output": output,
+        **extra,
+    }
+
+
+def n(op: str, *inputs: str, **params: Any) -> dict[str, Any]:
+    return {"op": op, "inputs": list(inputs), "params": params}
+
+
+def test_accepts_plan_path_text_and_dict() -> None:
+    path = ROOT / "plans" / "a2c.json"
+    text = path.read_text()
+    results = [
+        analyze(path),
+        analyze(str(path)),
+        analyze(text),
+        analyze(json.loads(text)),
+        analyze(Plan.from_json(text)),
+    ]
+    assert len({r.to_json() for r in results}) == 1
+    assert all(r.ok and r.diagnostics == () for r in results)
+    with pytest.raises(TypeError):
+        analyze(42)
+
+
+def test_compile_raises_with_all_diagnostics() -> None:
+    bad = _plan(
+        {
+            "r": n("ParallelRollouts", mode="sideways"),
+            "c": n("ConcatBatches", "r", min_batch_size=0),
+            "t": n("TrainOneStp", "c"),
+            "m": n("StandardMetricsReporting", "t"),
+        },
+        "m",
+    )
+    with pytest.raises(PlanValidationError) as exc:
+        plangraph.compile(bad)
+    codes = [d.code for d in exc.value.diagnostics]
+    assert codes == ["PG110", "PG140", "PG140"]
+    assert "plan has 3 errors" in str(exc.value)
+    assert isinstance(exc.value.compiled, CompiledPlan)
+
+
+def test_broken_plans_still_give_a_best_effort_graph() -> None:
+    bad = _plan(
+        {
+            "r": n("ParallelRollouts"),
+            "c": n("ConcatBatches", "r", min_batch_size=-1),
+            "t": n("Mystery", "c"),
+            "u": n("UpdateTarget", "t", "ghost"),
+            "m": n("StandardMetricsReporting", "u"),
+        },
+        "m",
+    )
+    c = analyze(bad)
+    assert not c.ok
+    assert list(c.nodes) == ["r", "c", "t", "u", "m"]
+    assert c.nodes["c"].params is None and c.nodes["c"].raw_params == {"min_batch_size": -1}
+    assert c.nodes["t"].signature is None and c.nodes["t"].output_type is None
+    assert str(c.nodes["r"].output_type) == "SampleBatch"
+    assert {d.node for d in c.diagnostics} == {"c", "t", "u"}
+    assert [d.code for d in c.diagnostics_for("u")] == ["PG111", "PG131"]
+    assert set(c.graph.edges) == {("r", "c"), ("c", "t"), ("t", "u"), ("u", "m")}
+
+
+def test_loader_salvages_structural_errors() -> None:
+    doc = _plan({"r": n("ParallelRollouts"), "m": n("StandardMetricsReporting", "r")}, "m")
+    doc["nodes"]["m"]["input"] = doc["nodes"]["m"].pop("inputs")
+    doc["nodez"] = {}
+    c = analyze(doc)
+    assert [(d.code, d.pointer) for d in c.diagnostics] == [
+        ("PG101", "/nodez"),
+        ("PG101", "/nodes/m/input"),
+        ("PG131", "/nodes/m/inputs"),
+        ("PG160", "/nodes/r"),
+    ]
+    assert c.diagnostics[0].suggestions == ("nodes",)
+    assert c.diagnostics[1].suggestions == ("inputs",)
+
+
+def test_diamond_is_fine_and_order_is_topological() -> None:
+    doc = _plan(
+        {
+            "m": n("StandardMetricsReporting", "u"),
+            "u": n("Union", "a", "b"),
+            "b": n("TrainOneStep", "d"),
+            "a": n("TrainOneStep", "d"),
+            "d": n("Duplicate", "r"),
+            "r": n("ParallelRollouts"),
+        },
+        "m",
+    )
+    c = plangraph.compile(doc)
+    assert list(c.nodes) == ["r", "d", "b", "a", "u", "m"]
+    assert next(iter(nx.topological_sort(c.graph))) == "r"
+    assert str(c.nodes["u"].output_type) == "TrainInfo"
+
+
+def test_every_cycle_is_reported() -> None:
+    doc = _plan(
+        {
+            "r": n("ParallelRollouts"),
+            "u1": n("Union", "r", "t1"),
+            "t1": n("ConcatBatches", "u1", min_batch_size=1),
+            "u2": n("Union", "r", "u2"),
+            "m": n("StandardMetricsReporting", "t1"),
+        },
+        "m",
+    )
+    c = analyze(doc)
+    cycles = [d.message for d in c.diagnostics if d.code == "PG120"]
+    assert cycles == ["cycle: u1 -> t1 -> u1", "cycle: u2 -> u2"]
+    # nodes on or after a cycle come last, in declaration order
+    assert list(c.nodes) == ["r", "u1", "t1", "u2", "m"]
+
+
+def test_concurrently_output_type_follows_output_indexes() -> None:
+    def conc(**params: Any) -> CompiledPlan:
+        doc = _plan(
+            {
+                "r1": n("ParallelRollouts"),
+                "r2": n("ParallelRollouts"),
+                "t": n("TrainOneStep", "r2"),
+                "c": n("Concurrently", "r1", "t", **params),
+                "m": n("StandardMetricsReporting", "c"),
+            },
+            "m",
+        )
+        return plangraph.compile(doc)
+
+    assert str(conc().nodes["c"].output_type) == "SampleBatch | TrainInfo"
+    assert str(conc(output_indexes=[1]).nodes["c"].output_type) == "TrainInfo"
+    assert str(conc(output_indexes=[0]).nodes["c"].output_type) == "SampleBatch"
+
+
+def test_type_mismatch_names_both_nodes_and_types() -> None:
+    doc = _plan(
+        {
+            "r1": n("ParallelRollouts"),
+            "r2": n("ParallelRollouts"),
+            "t": n("TrainOneStep", "r2"),
+            "c": n("Concurrently", "r1", "t"),
+            "t2": n("TrainOneStep", "c"),
+            "m": n("StandardMetricsReporting", "t2"),
+        },
+        "m",
+    )
+    (d,) = analyze(doc).diagnostics
+    assert d.code == "PG130"
+    assert d.message == (
+        "type mismatch on edge 'c' -> 't2': Concurrently 'c' emits SampleBatch | TrainInfo, "
+        "but TrainOneStep 't2' input expects SampleBatch"
+    )
+    # a list where an item is expected suggests Flatten; the reverse suggests Batch
+    doc = _plan(
+        {
+            "r": n("ParallelRollouts"),
+            "g": n("ComputeGradients", "r"),
+            "a": n("ApplyGradients", "g"),
+            "b": n("Batch", "a", n=2),
+            "u": n("UpdateTarget", "b"),
+            "m": n("StandardMetricsReporting", "u"),
+        },
+        "m",
+    )
+    (d,) = analyze(doc).diagnostics
+    assert d.hint == "insert a Flatten node between 'b' and 'u'"
+    doc["nodes"]["a"] = n("AverageGradients", "g")
+    doc["nodes"]["b"] = n("ApplyGradients", "a")
+    diags = analyze(doc).diagnostics
+    assert diags[0].hint == "group items first: insert a Batch(n) node between 'g' and 'a'"
+
+
+def test_config_overrides() -> None:
+    c = plangraph.compile(ROOT / "plans" / "ppo.json", config={"train_batch_size": 4000})
+    assert c.nodes["concat"].params.min_batch_size == 4000  # type: ignore[union-attr]
+    assert c.config["train_batch_size"] == 4000
+    bad = analyze(ROOT / "plans" / "ppo.json", config={"num_sgd_iters": 3})
+    assert [(d.code, d.suggestions) for d in bad.diagnostics] == [("PG117", ("num_sgd_iter",))]
+
+
+def test_warnings_do_not_block() -> None:
+    doc = _plan({"r": n("ParallelRollouts"), "t": n("TrainOneStep", "r")}, "t")
+    c = plangraph.compile(doc)
+    assert c.ok and [d.code for d in c.warnings] == ["PG161"]
+    assert c.warnings[0].severity == "warning"
+
+
+def test_explain_lists_the_checks_run() -> None:
+    c = plangraph.compile(ROOT / "plans" / "dqn.py")
+    assert c.passes == ("load", *(chk.name for chk in CHECKS))
+    text = c.explain()
+    for name in c.passes:
+        assert name in text
+    assert re.search(
+        r"\n  concurrently +Concurrently +\(SampleBatch, TrainInfo\) -> TrainInfo\n", text
+    )
+    assert "replay: ReplayBuffer; writers: store; readers: replay_batches" in text
+    assert text.rstrip().endswith("diagnostics: none")
+
+
+def test_to_json_has_no_locations_and_resolved_params() -> None:
+    c = plangraph.compile(ROOT / "plans" / "a2c_microbatch.py")
+    data = json.loads(c.to_json())
+    assert data["nodes"]["batch"]["params"] == {"n": 4}
+    assert data["nodes"]["apply"]["input_types"] == ["GradInfo"]
+    assert "a2c_microbatch.py" not in c.to_json()
+    assert data["resources"]["workers"]["writers"] == ["apply"]
+    assert data["resources"]["workers"]["readers"] == ["rollouts", "grads", "metrics"]
+
+
+def test_graph_carries_types() -> None:
+    c = plangraph.compile(ROOT / "plans" / "a2c.json")
+    assert {(u, v, str(t)) for u, v, t in c.graph.edges(data="type")} == {
+        ("rollouts", "concat", "SampleBatch"),
+        ("concat", "train", "SampleBatch"),
+        ("train", "metrics", "TrainInfo"),
+    }
+    assert c.graph.nodes["metrics"]["op"] == "StandardMetricsReporting"
