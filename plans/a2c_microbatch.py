@@ -44,6 +44,8 @@ grads = rollouts.combine(ConcatBatches(min_batch_size=cfg.microbatch_size, id="c
     ComputeGradients(id="grads")
 )
 train = (
+    # n = ceil(train_batch_size / microbatch_size) stays derived: the JSON holds the
+    # expression "${ceil(train_batch_size / microbatch_size)}", re-evaluated under --set.
     grads.batch(math.ceil(cfg.train_batch_size / cfg.microbatch_size), id="batch")
     .for_each(AverageGradients(id="average"))
     .for_each(ApplyGradients(id="apply"))

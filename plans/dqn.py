@@ -35,7 +35,8 @@ cfg = PlanConfig(
     buffer_size=50_000,  # replay capacity, env steps
     learning_starts=1_000,  # env steps stored before replay starts
     prioritized_replay=False,
-    target_network_update_freq=500,  # env steps sampled between target syncs
+    target_network_update_freq=500,  # env steps between target syncs
+    target_update_unit="sampled",  # ... counted as env steps "sampled" or "trained"
     lr=5e-4,
     gamma=0.99,
     exploration_steps=10_000,  # env steps over which epsilon anneals 1.0 -> 0.02
@@ -48,7 +49,9 @@ store_op = ParallelRollouts(mode="bulk_sync", id="rollouts").for_each(
 replay_op = (
     LocalReplay(buffer="@replay", batch_size=cfg.train_batch_size, id="replay_batches")
     .for_each(TrainOneStep(id="train"))
-    .for_each(UpdateTarget(freq=cfg.target_network_update_freq, unit="sampled", id="target"))
+    .for_each(
+        UpdateTarget(freq=cfg.target_network_update_freq, unit=cfg.target_update_unit, id="target")
+    )
 )
 train_op = Concurrently(
     [store_op, replay_op],

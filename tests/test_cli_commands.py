@@ -92,7 +92,7 @@ def test_schema_check_detects_drift(
 def test_explain(capsys: pytest.CaptureFixture[str]) -> None:
     rc, out, _ = _run(capsys, "explain", "plans/a2c_microbatch.json")
     assert rc == 0
-    assert out.startswith("plan 'a2c_microbatch': 7 nodes, 1 resources, output 'metrics'")
+    assert out.startswith("plan 'a2c_microbatch': 7 nodes, 1 resource, output 'metrics'")
     assert "params: n=4\n" in out
     rc, out, _ = _run(capsys, "explain", "--format", "json", "plans/dqn.py")
     data = json.loads(out)

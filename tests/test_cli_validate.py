@@ -103,6 +103,16 @@ def test_usage_errors_exit_two(argv: list[str], capsys: pytest.CaptureFixture[st
     assert "Traceback" not in capsys.readouterr().err
 
 
+def test_list_codes(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, _ = _validate(capsys, "--list-codes")
+    assert rc == 0
+    lines = out.splitlines()
+    assert len(lines) == len(CODES)
+    assert lines[0].split()[:3] == ["PG100", "json-syntax", "error"]
+    rc, out, _ = _validate(capsys, "--list-codes", "--format", "json")
+    assert {r["code"] for r in json.loads(out)} == set(CODES)
+
+
 def test_validate_imports_neither_ray_nor_torch() -> None:
     code = (
         "import sys\n"

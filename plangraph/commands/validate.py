@@ -20,7 +20,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="check plans (.json or .py) and report every problem",
         description="Check plans and report every problem at once, with its location.",
     )
-    p.add_argument("plans", nargs="+", metavar="PLAN", help="plan files (.json or .py)")
+    p.add_argument("plans", nargs="*", metavar="PLAN", help="plan files (.json or .py)")
+    p.add_argument("--list-codes", action="store_true", help="list the diagnostic codes and exit")
     p.add_argument(
         "--format", choices=("text", "json"), default="text", help="output format (text)"
     )
@@ -79,7 +80,28 @@ def analyze_safely(path: str, overrides: dict[str, Any]) -> Any:
         return None
 
 
+def _list_codes(fmt: str) -> int:
+    from plangraph.compiler import CODES
+
+    if fmt == "json":
+        rows = [
+            {"code": c, "name": n, "severity": sev, "description": doc}
+            for c, (n, sev, doc) in CODES.items()
+        ]
+        print(json.dumps(rows, indent=2))
+        return 0
+    w = max(len(n) for n, _, _ in CODES.values())
+    for code, (name, sev, doc) in CODES.items():
+        print(f"{code}  {name:<{w}}  {sev:<7}  {doc}")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.list_codes:
+        return _list_codes(args.format)
+    if not args.plans:
+        print("plangraph validate: error: give at least one PLAN", file=sys.stderr)
+        return 2
     overrides = parse_overrides(args.config)
     if isinstance(overrides, str):
         print(f"plangraph validate: error: {overrides}", file=sys.stderr)

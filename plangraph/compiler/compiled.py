@@ -164,8 +164,9 @@ class CompiledPlan:
         """A readable account: the checks run, the typed nodes in order, resources,
         diagnostics."""
         lines = [
-            f"plan {self.plan.name!r}: {len(self.nodes)} nodes, {len(self.resources)} "
-            f"resources, output {self.output!r} ({self.output_type or '?'})",
+            f"plan {self.plan.name!r}: {_count(len(self.nodes), 'node')}, "
+            f"{_count(len(self.resources), 'resource')}, output {self.output!r} "
+            f"({self.output_type or '?'})",
             "",
             "checks run:",
         ]
@@ -233,6 +234,10 @@ class CompiledPlan:
         from plangraph import runtime
 
         return runtime.build(self, **kwargs)
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}{'s' if n != 1 else ''}"
 
 
 def _short(v: Any) -> str:

@@ -8,6 +8,7 @@ on every plan and all problems are reported in one pass.
 
 from __future__ import annotations
 
+import re
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -131,9 +132,18 @@ class Context:
         """
         merged: dict[tuple[str, str], list[str]] = {}
         info: dict[tuple[str, str], tuple[str, Any]] = {}
+        choices: dict[str, list[str]] = {}
         for e in exc.errors(include_url=False):
             path = _real_path(raw, e["loc"])
+            value = e.get("input")
+            ctx = e.get("ctx") or {}
+            if e["type"] == "union_tag_invalid":  # point at the tag, e.g. policy.algo
+                path.append(str(ctx.get("discriminator", "")).strip("'"))
+                value = ctx.get("tag")
             ptr = base + "".join(f"/{p}" for p in path)
+            expected = str(ctx.get("expected", ctx.get("expected_tags", "")))
+            if expected:
+                choices.setdefault(ptr, []).extend(re.findall(r"'([^']*)'", expected))
             if any(ptr == s or ptr.startswith(s + "/") for s in skip):
                 continue
             kind = e["type"]
@@ -144,7 +154,7 @@ class Context:
             merged.setdefault(k, [])
             if msg not in merged[k]:
                 merged[k].append(msg)
-            info.setdefault(k, (kind, e.get("input")))
+            info.setdefault(k, (kind, value))
         # a misspelt param is one problem, not "unknown x" plus "missing y"
         misspelt: set[str] = set()
         for ptr, group in merged:
@@ -183,12 +193,16 @@ class Context:
             else:
                 origin = _origin(original, rel)
                 got = f" (got {value!r}{origin})" if not isinstance(value, Mapping) else ""
+                sugg = ()
+                if isinstance(value, str) and ptr in choices:
+                    sugg = close_matches(value, dict.fromkeys(choices[ptr]))
                 self.report(
                     code,
                     f"{prefix}{dotted or what}: {' or '.join(msgs)}{got}",
                     node=node,
                     pointer=ptr,
                     hint=_field_hint(model, rel),
+                    suggestions=sugg,
                 )
 
 

@@ -82,11 +82,7 @@ class _IRModel(BaseModel):
 class Node(_IRModel):
     """One operator application: ``op`` on the streams of ``inputs`` with ``params``."""
 
-    op: str = Field(
-        min_length=1,
-        pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
-        description="Operator name from the catalog (`plangraph ops`).",
-    )
+    op: str = Field(min_length=1, description="Operator name from the catalog (`plangraph ops`).")
     inputs: tuple[str, ...] = Field(
         (), description="Ids of the upstream nodes, in input-port order."
     )
@@ -112,11 +108,7 @@ class Resource(_IRModel):
     """Shared state declared once (``WorkerSet``, ``ReplayBuffer``, ...) and referenced as
     ``"@id"`` from operator params. Resources are not edges."""
 
-    kind: str = Field(
-        min_length=1,
-        pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
-        description="Resource kind, e.g. WorkerSet or ReplayBuffer.",
-    )
+    kind: str = Field(min_length=1, description="Resource kind, e.g. WorkerSet or ReplayBuffer.")
     params: dict[str, Any] = Field(default_factory=dict, description="Kind-specific params.")
 
     @field_validator("params", mode="before")
@@ -246,6 +238,11 @@ class Plan(_IRModel):
         Nodes are every node ``output`` depends on, in creation order; each keeps the
         file:line of the builder call that made it (:attr:`source`).
         """
+        if not hasattr(output, "__plangraph_nodes__"):
+            raise TypeError(
+                "Plan.from_builder needs the stream of the output node, e.g. "
+                f"StandardMetricsReporting(train), not {output!r}"
+            )
         nodes, locations, out_id = output.__plangraph_nodes__()
         plan = cls(
             name=name,

@@ -176,9 +176,9 @@ class ApplyGradientsParams(OpParams):
 class UpdateTargetParams(OpParams):
     """Sync the DQN target network with the online network every ``freq`` env steps.
 
-    Fires when the chosen counter (``num_env_steps_sampled`` or ``num_env_steps_trained``)
-    passes a multiple of ``freq`` since the last sync; ``freq == 0`` syncs after every
-    item. Counts syncs in ``num_target_updates``. Passes its input through.
+    Fires each time the chosen counter (``num_env_steps_sampled`` or
+    ``num_env_steps_trained``) passes a multiple of ``freq``; ``freq == 0`` syncs after
+    every item. Counts syncs in ``num_target_updates``. Passes its input through.
     """
 
     workers: ResourceRef = Field("@workers", description=_WORKERS_DESC)

@@ -64,7 +64,7 @@ def plan_schema() -> dict[str, Any]:
                         description=f"Upstream node ids ({sig.arity_text()}).",
                     ),
                 ),
-                params=(sig.params_model, Field(None, description="Operator parameters.")),
+                params=(sig.params_model, Field({}, description="Operator parameters.")),
             )
         )
     res_models = []
