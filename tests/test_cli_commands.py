@@ -30,7 +30,13 @@ def test_ops_lists_the_catalog(capsys: pytest.CaptureFixture[str]) -> None:
     assert rc == 0
     lines = out.splitlines()
     assert lines[0].split()[:4] == ["ParallelRollouts", "source", "()", "->"]
-    assert any(line.split()[:2] == ["ConcatBatches", "combine"] for line in lines)
+    i = next(i for i, line in enumerate(lines) if line.startswith("ConcatBatches "))
+    assert lines[i].split()[1] == "combine"
+    assert lines[i + 1].split() == [
+        "params:",
+        "min_batch_size=<required>,",
+        'count_steps_by="env_steps"',
+    ]
 
 
 def test_ops_describes_one_operator(capsys: pytest.CaptureFixture[str]) -> None:

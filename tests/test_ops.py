@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+from pathlib import Path
 
 import pytest
 from pydantic import Field, ValidationError
@@ -232,3 +233,38 @@ def test_describe_gives_defaults_ranges_units() -> None:
         "constraints": [">= 1"],
         "description": "Env steps per emitted batch (at least).",
     }
+
+
+def test_python_plan_with_user_op_loads_twice(tmp_path: Path) -> None:
+    plan_file = tmp_path / "custom.py"
+    plan_file.write_text(
+        """
+from pydantic import Field
+
+from plangraph import Plan
+from plangraph.ops import OpParams, ParallelRollouts, StandardMetricsReporting, register_op
+from plangraph.ops import TrainOneStep, worker_set
+
+
+@register_op(category="combine", apply="filter", inputs=["SampleBatch"], output="SampleBatch")
+class KeepLongBatches(OpParams):
+    '''Keep batches of at least ``min_rows`` rows.'''
+
+    min_rows: int = Field(1, ge=1, description="Rows (env steps).")
+
+
+train = ParallelRollouts().filter(KeepLongBatches(min_rows=8)).for_each(TrainOneStep())
+plan = Plan.from_builder(
+    StandardMetricsReporting(train),
+    name="custom",
+    resources={"workers": worker_set(policy={"algo": "a2c"})},
+)
+"""
+    )
+    try:
+        for _ in range(2):
+            c = plangraph.analyze(plan_file)
+            assert c.diagnostics == ()
+            assert c.nodes["keep_long_batches"].params.min_rows == 8  # type: ignore[union-attr]
+    finally:
+        unregister_op("KeepLongBatches")

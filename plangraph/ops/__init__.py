@@ -8,6 +8,7 @@ builders that record plan nodes (see :mod:`plangraph.ops.builder`); ``get_op(nam
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -15,7 +16,14 @@ from pydantic import BaseModel
 
 from plangraph.ir.types import PortType
 from plangraph.ops import catalog as _catalog  # registers the built-ins
-from plangraph.ops.builder import OpFactory, PendingOp, PlanBuildError, Stream, op_factory
+from plangraph.ops.builder import (
+    OpFactory,
+    PendingOp,
+    PlanBuildError,
+    Stream,
+    _caller_location,
+    op_factory,
+)
 from plangraph.ops.registry import (
     APPLY_MODES,
     CATEGORIES,
@@ -136,6 +144,9 @@ def register_op(
     inconsistent (e.g. a for_each op without exactly one input).
     """
 
+    loc = _caller_location()
+    origin = str(loc) if loc is not None else None
+
     def _register(op_name: str, model: type[BaseModel] | None) -> OpFactory:
         sig = make_signature(
             op_name,
@@ -151,7 +162,7 @@ def register_op(
             check_params=check_params,
             infer_output=infer_output,
         )
-        register_signature(sig, replace=replace)
+        register_signature(dataclasses.replace(sig, origin=origin), replace=replace)
         return OpFactory(op_name)
 
     if name is not None:

@@ -136,7 +136,8 @@ def _json(v: Any) -> str:
 
 
 def catalog_text(sigs: dict[str, OpSignature]) -> str:
-    """One line per operator: name, category, type, first doc line."""
+    """Two lines per operator: name, category, type, first doc line; then its params
+    with defaults (``plangraph ops NAME`` has ranges and units)."""
     wn = max(len(n) for n in sigs)
     wc = max(len(s.category) for s in sigs.values())
     wt = max(len(s.type_text()) for s in sigs.values())
@@ -144,4 +145,9 @@ def catalog_text(sigs: dict[str, OpSignature]) -> str:
     for name, s in sigs.items():
         first = s.doc.splitlines()[0] if s.doc else ""
         lines.append(f"{name:<{wn}}  {s.category:<{wc}}  {s.type_text():<{wt}}  {first}")
+        params = [
+            f"{p['name']}=" + ("<required>" if p["required"] else _json(p["default"]))
+            for p in describe_params(s.params_model)
+        ]
+        lines.append(f"{'':<{wn}}  params: {', '.join(params) or 'none'}")
     return "\n".join(lines) + "\n"

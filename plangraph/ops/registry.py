@@ -102,6 +102,9 @@ class OpSignature:
     check_params: ParamCheck | None = field(default=None, compare=False)
     infer_output: OutputRule | None = field(default=None, compare=False)
     builtin: bool = False
+    origin: str | None = field(default=None, compare=False)
+    """Where a user op was registered (file:line): re-running that same code (a Python
+    plan loaded twice) replaces the op instead of failing."""
 
     def arity_text(self) -> str:
         if self.variadic is not None:
@@ -163,8 +166,13 @@ def close_matches(word: str, candidates: Iterable[str], n: int = 3) -> tuple[str
 def register_signature(sig: OpSignature, *, replace: bool = False) -> OpSignature:
     """Add ``sig`` to the catalog. Raises ``ValueError`` if the name is taken (unless
     ``replace``) or the signature is inconsistent."""
-    if sig.name in _OPS and not replace:
-        raise ValueError(f"operator {sig.name!r} is already registered (pass replace=True)")
+    old = _OPS.get(sig.name)
+    same_site = old is not None and old.origin is not None and old.origin == sig.origin
+    if old is not None and old.builtin and not replace:
+        raise ValueError(f"{sig.name!r} is a built-in operator")
+    if old is not None and not replace and not same_site:
+        where = f" at {old.origin}" if old.origin else ""
+        raise ValueError(f"operator {sig.name!r} is already registered{where} (pass replace=True)")
     if sig.category not in CATEGORIES:
         raise ValueError(f"category must be one of {CATEGORIES}, got {sig.category!r}")
     if sig.apply not in APPLY_MODES:
