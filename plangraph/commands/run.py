@@ -83,12 +83,18 @@ def run(args: argparse.Namespace) -> int:
     if not stop.thresholds and args.max_iterations is None:
         return _error("give a stop criterion, e.g. --stop episode_return_mean=475")
 
-    from plangraph.compiler import analyze
-    from plangraph.compiler.diagnostics import format_diagnostics
+    from plangraph.commands.validate import analyze_safely, check_paths
 
-    compiled = analyze(plan_path, config=overrides)
+    problem = check_paths([str(plan_path)])
+    if problem:
+        return _error(problem)
+    compiled = analyze_safely(str(plan_path), overrides)
+    if compiled is None:
+        return 1
+    for d in compiled.diagnostics:
+        print(d.format(), file=sys.stderr)
     if not compiled.ok:
-        print(format_diagnostics(compiled.diagnostics), file=sys.stderr)
+        print(f"{plan_path}: not run: fix the errors above first", file=sys.stderr)
         return 1
 
     env = args.env or saved.get("env")
@@ -102,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
     (run_dir / RUN_ARGS_FILE).write_text(
         json.dumps(
             {
-                "plan": str(plan_path),
+                "plan": str(Path(plan_path).resolve()),
                 "env": env,
                 "num_workers": num_workers,
                 "seed": seed,
