@@ -34,6 +34,37 @@ def explained_variance(pred: torch.Tensor, target: torch.Tensor) -> float:
     return float(1.0 - torch.var(target - pred) / var)
 
 
+def log_softmax(logits: np.ndarray) -> np.ndarray:
+    """Row-wise ``log softmax`` of float32 ``[B, A]`` logits (numerically stable)."""
+    z = logits - logits.max(axis=1, keepdims=True)
+    return z - np.log(np.exp(z).sum(axis=1, keepdims=True))
+
+
+def sample_categorical(
+    logits: np.ndarray, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """One draw per row from ``softmax(logits)`` by inverse CDF.
+
+    Numpy rather than torch: on a few rows per vector step each torch call costs more than
+    the arithmetic.
+
+    Args:
+        logits: float32 ``[B, A]``.
+        rng: the policy's seeded numpy generator.
+
+    Returns:
+        ``(actions int64 [B], log-probabilities float32 [B])``.
+    """
+    z = logits - logits.max(axis=1, keepdims=True)
+    e = np.exp(z)
+    total = e.sum(axis=1, keepdims=True)
+    cdf = np.cumsum(e, axis=1)
+    actions = (rng.random((logits.shape[0], 1)) * total >= cdf).sum(axis=1)
+    np.minimum(actions, logits.shape[1] - 1, out=actions)
+    logp = z[np.arange(logits.shape[0]), actions] - np.log(total[:, 0])
+    return actions.astype(np.int64, copy=False), logp.astype(np.float32, copy=False)
+
+
 class ActorCriticPolicy(TorchPolicy):
     """Categorical policy ``pi(a|s) = softmax(logits(s))`` plus a state-value head ``V(s)``."""
 
@@ -57,21 +88,13 @@ class ActorCriticPolicy(TorchPolicy):
             "action_dist_inputs": float32 [B, num_actions]})``.
         """
         with torch.inference_mode():
-            logits = self.model.pi(to_tensor(np.asarray(obs)))
-            logp_all = torch.log_softmax(logits, dim=-1).numpy()
-        n = logp_all.shape[0]
+            logits = self.model.pi(to_tensor(np.asarray(obs))).numpy()
         if explore:
-            # Inverse-CDF sampling with the policy's own numpy stream (seeded, cheap).
-            cdf = np.cumsum(np.exp(logp_all, dtype=np.float64), axis=1)
-            u = self._action_rng.random((n, 1)) * cdf[:, -1:]
-            actions = np.minimum((u >= cdf).sum(axis=1), self.num_actions - 1)
+            actions, logp = sample_categorical(logits, self._action_rng)
         else:
-            actions = logp_all.argmax(axis=1)
-        actions = actions.astype(np.int64)
-        return actions, {
-            _SB.ACTION_LOGP: logp_all[np.arange(n), actions],
-            _SB.ACTION_DIST_INPUTS: logits.numpy(),
-        }
+            actions = logits.argmax(axis=1).astype(np.int64)
+            logp = log_softmax(logits)[np.arange(actions.shape[0]), actions]
+        return actions, {_SB.ACTION_LOGP: logp, _SB.ACTION_DIST_INPUTS: logits}
 
     def compute_values(self, obs: np.ndarray) -> np.ndarray:
         """``V(obs)``: float32 ``[B]`` for observations ``[B, *obs_shape]``."""
