@@ -220,3 +220,57 @@ def test_short_learning_run_beats_random() -> None:
         assert r["episode_return_mean"] > 60, r["episode_return_mean"]
     finally:
         algo.stop()
+
+
+def test_user_operator_runs_in_a_plan() -> None:
+    from pydantic import Field
+
+    from plangraph.ops import register_op
+    from plangraph.ops.registry import OpParams
+    from plangraph.runtime.lowering import register_impl
+
+    @register_op(category="combine", inputs=["SampleBatch"], output="SampleBatch", replace=True)
+    class ScaleRewards(OpParams):
+        """Multiply rewards by ``factor``."""
+
+        factor: float = Field(1.0, gt=0)
+
+    seen: list[float] = []
+
+    @register_impl("ScaleRewards")
+    def scale_rewards(params: Any) -> Any:
+        def scale(batch: Any) -> Any:
+            batch["rewards"] = batch["rewards"] * params.factor
+            seen.append(float(batch["rewards"].max()))
+            return batch
+
+        return scale
+
+    plan = {
+        "name": "scaled",
+        "resources": {
+            "workers": {
+                "kind": "WorkerSet",
+                "params": {
+                    "num_workers": 1,
+                    "num_envs_per_worker": 2,
+                    "rollout_fragment_length": 8,
+                    "policy": {"algo": "a2c"},
+                },
+            }
+        },
+        "nodes": {
+            "rollouts": {"op": "ParallelRollouts"},
+            "scale": {"op": "ScaleRewards", "inputs": ["rollouts"], "params": {"factor": 3}},
+            "train": {"op": "TrainOneStep", "inputs": ["scale"]},
+            "metrics": {"op": "StandardMetricsReporting", "inputs": ["train"]},
+        },
+        "output": "metrics",
+    }
+    algo = plangraph.compile(plan).build(seed=0)
+    try:
+        r = algo.train()
+        assert seen == [3.0]  # CartPole's +1 reward, scaled on the driver
+        assert "scale" in r["timers"]
+    finally:
+        algo.stop()

@@ -33,6 +33,56 @@ TARGET_UPDATES = "num_target_updates"
 
 Lowering = Callable[[Any, list[LocalIterator[Any]], BuildContext], LocalIterator[Any]]
 LOWERINGS: dict[str, Lowering] = {}
+ImplFactory = Callable[[Any], Callable[[Any], Any]]
+OP_IMPLS: dict[str, ImplFactory] = {}
+
+
+def register_impl(op: str) -> Callable[[ImplFactory], ImplFactory]:
+    """Register how a user operator (``plangraph.ops.register_op``) runs.
+
+    The decorated factory gets the node's validated ``Params`` and returns the per-item
+    callable, applied as the operator's signature declares: ``for_each`` (item -> item),
+    ``combine`` (item -> list of items) or ``filter`` (item -> bool)::
+
+        @register_impl("ClipRewards")
+        def clip_rewards(params):
+            def clip(batch):
+                batch["rewards"] = np.clip(batch["rewards"], -params.limit, params.limit)
+                return batch
+            return clip
+
+    Inside the callable, ``plangraph.runtime.metrics.get_metrics()`` is the dataflow's
+    metrics context. Operators with other shapes register a full lowering with
+    ``register_lowering``.
+    """
+
+    def deco(factory: ImplFactory) -> ImplFactory:
+        OP_IMPLS[op] = factory
+        return factory
+
+    return deco
+
+
+def _user_lowering(node: Any) -> Lowering | None:
+    factory = OP_IMPLS.get(node.op)
+    if factory is None:
+        return None
+    apply = node.signature.apply
+
+    def lower(node: Any, inputs: list[LocalIterator[Any]], ctx: BuildContext) -> LocalIterator[Any]:
+        fn = timed(node.id, factory(node.params))
+        if apply == "for_each":
+            return inputs[0].for_each(fn, name=node.id)
+        if apply == "combine":
+            return inputs[0].combine(fn, name=node.id)
+        if apply == "filter":
+            return inputs[0].filter(fn, name=node.id)
+        raise NotImplementedError(
+            f"node {node.id!r}: register_impl covers for_each/combine/filter operators; "
+            f"{node.op!r} applies as {apply!r}: use register_lowering"
+        )
+
+    return lower
 
 
 def register_lowering(op: str) -> Callable[[Lowering], Lowering]:
@@ -64,8 +114,8 @@ def lower_plan(compiled: Any, ctx: BuildContext) -> LocalIterator[Any]:
     """The output stream (``Result`` dicts) of ``compiled``, lowered onto ``ctx``'s actors.
 
     Raises:
-        NotImplementedError: an operator has no registered lowering (a user operator
-            registered with ``register_op`` also needs ``register_lowering``).
+        NotImplementedError: an operator has no runtime implementation (a user operator
+            registered with ``register_op`` also needs ``register_impl``).
     """
     needed = _ancestors_of_output(compiled)
     consumers: dict[str, int] = dict.fromkeys(needed, 0)
@@ -76,11 +126,12 @@ def lower_plan(compiled: Any, ctx: BuildContext) -> LocalIterator[Any]:
     for node_id, node in compiled.nodes.items():
         if node_id not in needed:
             continue
-        impl = LOWERINGS.get(node.op)
+        impl = LOWERINGS.get(node.op) or _user_lowering(node)
         if impl is None:
             raise NotImplementedError(
                 f"node {node_id!r}: operator {node.op!r} has no runtime implementation; "
-                "register one with plangraph.runtime.lowering.register_lowering"
+                "register one with plangraph.runtime.lowering.register_impl (per-item "
+                "operators) or register_lowering"
             )
         inputs = [outputs[src].pop() for src in node.inputs]
         stream = impl(node, inputs, ctx)
