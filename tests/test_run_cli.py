@@ -92,3 +92,34 @@ def test_resume_needs_a_run_directory(tmp_path: Path) -> None:
     proc = plangraph("run", "--resume", str(tmp_path), "--stop", "iteration=1", cwd=tmp_path)
     assert proc.returncode == 2
     assert "is it a run directory?" in proc.stderr
+
+
+def test_ctrl_c_stops_cleanly_with_a_checkpoint(tmp_path: Path) -> None:
+    import signal
+    import time
+
+    run_dir = tmp_path / "run"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "plangraph", "run", str(PLAN), *SMALL,
+         "--stop", "num_env_steps_sampled=1000000000", "--out", str(run_dir), "--no-progress",
+         "--checkpoint-every", "0"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        log = run_dir / "result.jsonl"
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and (
+            not log.exists() or len(log.read_text().splitlines()) < 3
+        ):
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert "interrupted (Ctrl-C)" in out
+    assert "Traceback" not in err
+    last = results(run_dir)[-1]["iteration"]
+    assert (run_dir / "checkpoints" / f"iter_{last:06d}" / "algorithm.json").exists()
