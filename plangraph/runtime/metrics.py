@@ -1,0 +1,221 @@
+"""The shared metrics context of a dataflow (RLlib Flow ``iter_metrics``, reference 2.8).
+
+One :class:`MetricsContext` belongs to each dataflow: counters (env steps sampled/trained,
+target updates, ...), timers (mean over the last 10 samples), an ``info`` dict (learner
+stats) and ``current_actor`` (the actor that produced the item being processed, set by
+``gather_async``). Operators reach it with :func:`get_metrics` while the iterator runs them;
+a union points all its inputs at one merged context.
+
+Deliberate deviation from RLlib 1.0.1: the thread-local "current context" is restored after
+each pull, so ``get_metrics()`` outside an operator call raises instead of returning a stale
+context of whichever iterator ran last.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+import time
+from collections import defaultdict, deque
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+__all__ = [
+    "TIMER_WINDOW",
+    "MetricsContext",
+    "SharedMetrics",
+    "Timer",
+    "get_metrics",
+    "metrics_context",
+]
+
+TIMER_WINDOW = 10
+"""Samples a :class:`Timer` averages over (RLlib's ``_Timer`` window)."""
+
+
+class Timer:
+    """Wall-clock timer with a sliding window of the last ``window_size`` samples.
+
+    Use as a context manager (``with ctx.timers["learn"]: ...``) or :meth:`push` seconds
+    measured elsewhere. Not re-entrant and not thread-safe (one timer per operator).
+    """
+
+    def __init__(self, window_size: int = TIMER_WINDOW) -> None:
+        if window_size < 1:
+            raise ValueError(f"Timer window_size must be >= 1, got {window_size}")
+        self._samples: deque[float] = deque(maxlen=window_size)
+        self._units: deque[float] = deque(maxlen=window_size)
+        self._start: float | None = None
+        self.count = 0
+        """Samples pushed since creation (not windowed)."""
+        self.total_time = 0.0
+        """Seconds pushed since creation (not windowed)."""
+
+    def __enter__(self) -> Timer:
+        if self._start is not None:
+            raise RuntimeError("Timer is already running; timers cannot be nested")
+        self._start = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        assert self._start is not None
+        self.push(time.perf_counter() - self._start)
+        self._start = None
+
+    def push(self, seconds: float) -> None:
+        """Record one sample of ``seconds`` (wall time)."""
+        self._samples.append(float(seconds))
+        self.count += 1
+        self.total_time += float(seconds)
+
+    def push_units_processed(self, n: float) -> None:
+        """Record that the latest timed section processed ``n`` units (e.g. env steps)."""
+        self._units.append(float(n))
+
+    def has_units_processed(self) -> bool:
+        return bool(self._units)
+
+    @property
+    def mean(self) -> float:
+        """Mean seconds over the window; 0.0 with no samples."""
+        return sum(self._samples) / len(self._samples) if self._samples else 0.0
+
+    @property
+    def mean_units_processed(self) -> float:
+        return sum(self._units) / len(self._units) if self._units else 0.0
+
+    @property
+    def mean_throughput(self) -> float:
+        """Units per second over the window (sum of units / sum of seconds); 0.0 if unknown."""
+        seconds = sum(self._samples)
+        return sum(self._units) / seconds if self._units and seconds > 0 else 0.0
+
+
+class MetricsContext:
+    """Counters, timers, info and current actor of one dataflow.
+
+    ``counters``: ``dict[str, int]``, missing keys read as 0 (e.g. ``num_env_steps_sampled``
+    in env steps). ``timers``: ``dict[str, Timer]``, created on first access. ``info``:
+    free-form dict (e.g. ``info["learner"]`` = learner stats). ``current_actor``: the actor
+    handle whose result is being processed, or ``None``.
+    """
+
+    def __init__(self) -> None:
+        self.counters: defaultdict[str, int] = defaultdict(int)
+        self.timers: defaultdict[str, Timer] = defaultdict(Timer)
+        self.info: dict[str, Any] = {}
+        self.current_actor: Any = None
+
+    def save(self) -> dict[str, Any]:
+        """Checkpoint state: ``{"counters": dict, "info": dict, "timers": None}``.
+
+        Timers are not persisted (a restored run starts timing afresh).
+        """
+        return {
+            "counters": dict(self.counters),
+            "info": copy.deepcopy(self.info),
+            "timers": None,
+        }
+
+    def restore(self, values: dict[str, Any]) -> None:
+        """Refill counters and info from :meth:`save` output and reset all timers.
+
+        Raises ``ValueError`` if ``values`` lacks ``counters`` or ``info``.
+        """
+        missing = {"counters", "info"} - set(values)
+        if missing:
+            raise ValueError(
+                f"MetricsContext.restore: saved state lacks {sorted(missing)}; "
+                "pass the dict returned by MetricsContext.save()"
+            )
+        self.counters.clear()
+        self.counters.update({str(k): int(v) for k, v in values["counters"].items()})
+        self.timers.clear()
+        self.info = copy.deepcopy(dict(values["info"]))
+
+    @classmethod
+    def merged(cls, contexts: Iterable[MetricsContext]) -> MetricsContext:
+        """A fresh context holding the sum of the counters and the union of the info of the
+        distinct ``contexts``; timers and current actor carry over from the first that has
+        them. Plans are lazy, so these are normally still empty when a union is built."""
+        out = cls()
+        seen: set[int] = set()
+        for ctx in contexts:
+            if id(ctx) in seen:
+                continue
+            seen.add(id(ctx))
+            for key, value in ctx.counters.items():
+                out.counters[key] += value
+            for key, value in ctx.info.items():
+                out.info.setdefault(key, value)
+            for key, timer in ctx.timers.items():
+                out.timers.setdefault(key, timer)
+            if out.current_actor is None:
+                out.current_actor = ctx.current_actor
+        return out
+
+
+class SharedMetrics:
+    """An indirection cell to a :class:`MetricsContext`, shared along an iterator chain.
+
+    ``set(ctx)`` re-points this cell and, recursively, every parent cell, which is how a
+    union makes all its inputs (and their upstream chains) share one context.
+    """
+
+    def __init__(
+        self,
+        metrics: MetricsContext | None = None,
+        parents: Iterable[SharedMetrics] = (),
+    ) -> None:
+        self.parents = list(parents)
+        if metrics is None:
+            metrics = MetricsContext.merged(p.get() for p in self.parents)
+        self.metrics = metrics
+        if self.parents:
+            self.set(metrics)
+
+    def get(self) -> MetricsContext:
+        return self.metrics
+
+    def set(self, metrics: MetricsContext) -> None:
+        self.metrics = metrics
+        for parent in self.parents:
+            parent.set(metrics)
+
+
+_current = threading.local()
+
+
+def get_metrics() -> MetricsContext:
+    """The metrics context of the dataflow whose operator is running now.
+
+    Raises ``ValueError`` when called outside an operator call (outside a pull of a
+    ``LocalIterator``), where no dataflow is current.
+    """
+    ctx = getattr(_current, "ctx", None)
+    if ctx is None:
+        raise ValueError(
+            "get_metrics() called outside an operator call: the metrics context is only "
+            "available while an iterator runs an operator (for_each/filter/combine or a "
+            "source); read it from the iterator's `shared_metrics.get()` instead"
+        )
+    return ctx
+
+
+@contextmanager
+def metrics_context(ctx: MetricsContext) -> Iterator[MetricsContext]:
+    """Make ``ctx`` current for the block and restore the previous context afterwards."""
+    prev = getattr(_current, "ctx", None)
+    _current.ctx = ctx
+    try:
+        yield ctx
+    finally:
+        _current.ctx = prev
+
+
+def _swap(ctx: MetricsContext | None) -> MetricsContext | None:
+    """Fast-path variant of :func:`metrics_context` for the per-item pull loop."""
+    prev = getattr(_current, "ctx", None)
+    _current.ctx = ctx
+    return prev
