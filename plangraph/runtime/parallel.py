@@ -208,6 +208,8 @@ class ParallelIterator(Generic[T]):
                 except RayError:
                     values = [shards.resolve(s, ref) for s, ref in zip(live, refs, strict=True)]
                 refs = None
+                for shard in live:
+                    shard.issued.clear()  # don't pin this round's results in memory
                 if any(v is END_OF_SHARD or v is _GONE for v in values):
                     live = [
                         s
@@ -231,7 +233,8 @@ class ParallelIterator(Generic[T]):
         """Items in completion order, ``num_async`` requests in flight per actor.
 
         Each round takes every result that is ready (one zero-timeout ``ray.wait``), else
-        blocks for one (or, when driven non-blocking by a union, yields ``NOT_READY``). Each
+        blocks for one (or, when driven non-blocking by a union, yields ``NOT_READY``); while
+        the zero-timeout poll keeps finding nothing, the blocking wait comes first. Each
         result is re-requested from its actor at once; ``get_metrics().current_actor`` is
         that actor while the item flows downstream. Raises ``ValueError`` if
         ``num_async < 1``.
@@ -246,18 +249,31 @@ class ParallelIterator(Generic[T]):
             for shard in live:
                 for _ in range(num_async):
                     pending[shard.submit()] = shard
+            poll, rounds_without_poll = True, 0
             while pending:
                 refs = list(pending)
-                ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
+                ready: list[Any] = []
+                if poll or timeout is not None or rounds_without_poll >= _REPOLL_EVERY:
+                    # Take every result that is ready in one call (RLlib's batched wait).
+                    ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
+                    poll, rounds_without_poll = bool(ready), 0
+                else:
+                    # The last poll found nothing: the consumer outpaces the actors, so a
+                    # poll per round would only add a call; re-check now and then.
+                    rounds_without_poll += 1
+                if not ready and timeout != 0:
+                    # Block for one result. A shard actor runs its calls in order, so waiting
+                    # on each shard's oldest request keeps every shard's items in order
+                    # (ray.wait may return any one of several ready refs).
+                    heads = [next(iter(s.issued)) for s in live if s.live and s.issued]
+                    ready, _ = ray.wait(heads or refs, num_returns=1, timeout=timeout)
                 if not ready:
-                    if timeout is None:
-                        ready, _ = ray.wait(refs, num_returns=1)
-                    elif timeout > 0:
-                        ready, _ = ray.wait(refs, num_returns=1, timeout=timeout)
-                    if not ready:
-                        note_pending(refs)
-                        yield NOT_READY
-                        continue
+                    note_pending(refs)
+                    yield NOT_READY
+                    continue
+                if len(ready) > 1:
+                    in_ready = set(ready)
+                    ready = [ref for ref in pending if ref in in_ready]  # submission order
                 try:
                     values = ray.get(ready)
                 except RayError:
@@ -267,7 +283,7 @@ class ParallelIterator(Generic[T]):
                     shard = pending.pop(ref)
                     # Stale: issued to an actor that has since been replaced or dropped.
                     stale = ref not in shard.issued
-                    shard.issued.discard(ref)
+                    shard.issued.pop(ref, None)
                     if isinstance(value, _Failed):
                         if stale or not shard.live:
                             continue
@@ -291,6 +307,11 @@ class ParallelIterator(Generic[T]):
         return LocalIterator(base, name=self.name)
 
 
+_REPOLL_EVERY = 8
+"""While zero-timeout polls of ``gather_async`` find nothing, poll only every this many
+rounds (each poll is a Ray call, ~0.1 ms)."""
+
+
 class _Shard:
     """Driver-side state of one shard of a running gather."""
 
@@ -300,12 +321,12 @@ class _Shard:
         self.index = index
         self.actor = actor
         self.live = True
-        self.issued: set[Any] = set()  # in-flight refs to the current actor
+        self.issued: dict[Any, None] = {}  # in-flight refs to the current actor, oldest first
         self.submit_fn: Callable[[], Any] = lambda: None
 
     def submit(self) -> Any:
         ref = self.submit_fn()
-        self.issued.add(ref)
+        self.issued[ref] = None
         return ref
 
 
@@ -381,7 +402,7 @@ class _ShardSet:
         while True:
             value = _get_or_error(ref)
             if not isinstance(value, _Failed):
-                shard.issued.discard(ref)
+                shard.issued.pop(ref, None)
                 return value
             if self.handle(shard, value.error) != "replaced":
                 shard.live = False
@@ -417,7 +438,7 @@ class _ShardSet:
                 self.dropped += 1
                 return "dropped"
             shard.actor = replacement
-            shard.issued = set()
+            shard.issued = {}
             if not init and self.source.transforms:
                 try:
                     ray.get(self._init_ref(shard))
