@@ -9,6 +9,7 @@ import pytest
 from plangraph.runtime.errors import OperatorError
 from plangraph.runtime.iterators import NOT_READY, LocalIterator
 from plangraph.runtime.metrics import get_metrics
+from plangraph.runtime.sentinel import ready_items
 
 
 def counting_source(pulls: list[int], n: int | None = None) -> LocalIterator[int]:
@@ -211,3 +212,8 @@ def test_metrics_context_is_restored_after_a_nested_pull() -> None:
     assert seen == [True, True]
     assert "inner" not in outer.shared_metrics.get().counters
     assert inner.shared_metrics.get().counters["inner"] == 1
+
+
+def test_ready_items_skips_sentinels_for_a_blocking_consumer() -> None:
+    it = LocalIterator.from_iterable([NOT_READY, "a", NOT_READY, "b"])
+    assert list(ready_items(it)) == ["a", "b"]

@@ -12,13 +12,14 @@ built-in transform passes it through, and ``for_each`` calls the operator again 
 
 from __future__ import annotations
 
+import itertools
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from plangraph.runtime.errors import OperatorError
 from plangraph.runtime.metrics import MetricsContext, SharedMetrics, _swap, get_metrics
-from plangraph.runtime.sentinel import NOT_READY, IdleWaiter, note_local_wait, pop_note, push_note
+from plangraph.runtime.sentinel import NOT_READY, note_local_wait, ready_items
 
 if TYPE_CHECKING:
     from plangraph.runtime.concurrency import Weight
@@ -379,24 +380,10 @@ class LocalIterator(Generic[T]):
         """Pull and return the next ``n`` real items (fewer if the stream ends).
 
         ``NOT_READY`` is skipped, waiting on what the sources report they wait on (no busy
-        loop), so this also works on non-blocking streams.
+        loop; see :func:`plangraph.runtime.sentinel.ready_items`), so this also works on
+        non-blocking streams.
         """
-        out: list[T] = []
-        waiter = IdleWaiter()
-        while len(out) < n:
-            note = push_note()
-            try:
-                item = next(self, _DONE)
-            finally:
-                pop_note()
-            if item is _DONE:
-                break
-            if item is NOT_READY:
-                waiter.wait(note)
-                continue
-            waiter.reset()
-            out.append(item)  # type: ignore[arg-type]
-        return out
+        return list(itertools.islice(ready_items(self), n))
 
     def show(self, n: int = 20) -> None:
         """Print the next ``n`` items (debugging)."""

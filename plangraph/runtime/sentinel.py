@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable
-from typing import Any, Final
+from collections.abc import Iterable, Iterator
+from typing import Any, Final, TypeVar
 
 __all__ = [
     "NOT_READY",
@@ -26,7 +26,10 @@ __all__ = [
     "PendingNote",
     "note_local_wait",
     "note_pending",
+    "ready_items",
 ]
+
+T = TypeVar("T")
 
 
 class NotReadyType:
@@ -144,3 +147,26 @@ class IdleWaiter:
             ray.wait(refs, num_returns=1, timeout=delay)
         else:
             time.sleep(delay)
+
+
+def ready_items(it: Iterator[T]) -> Iterator[T]:
+    """The real items of ``it``: while it yields ``NOT_READY``, wait (on the Ray refs its
+    sources report, else with a short growing sleep) instead of spinning.
+
+    For *blocking* consumers only (a run loop, a sink at the output, ``take``); inside a
+    non-blocking flow pass the sentinel on instead, so a union can move to another input.
+    """
+    waiter = IdleWaiter()
+    while True:
+        note = push_note()
+        try:
+            item = next(it)
+        except StopIteration:
+            return
+        finally:
+            pop_note()
+        if item is NOT_READY:
+            waiter.wait(note)
+            continue
+        waiter.reset()
+        yield item
