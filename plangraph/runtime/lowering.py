@@ -25,7 +25,7 @@ from plangraph.runtime.items import GradInfo, TrainInfo
 from plangraph.runtime.local import LocalIterator
 from plangraph.runtime.metrics import get_metrics
 from plangraph.runtime.parallel import ParallelIterator
-from plangraph.runtime.sentinel import NOT_READY
+from plangraph.runtime.sentinel import NOT_READY, ready_items
 
 SAMPLED = "num_env_steps_sampled"
 TRAINED = "num_env_steps_trained"
@@ -450,9 +450,8 @@ def _standard_metrics_reporting(
         metrics = get_metrics()
         sampled_at_start = metrics.counters[SAMPLED]
         episodes_at_start = ctx.episodes.total
-        for item in items:
-            if item is NOT_READY:
-                continue
+        # The sink is the blocking end of the flow: wait (not spin) while upstream is idle.
+        for _item in ready_items(items):
             metrics = get_metrics()
             elapsed = time.monotonic() - started
             steps = metrics.counters[SAMPLED] - sampled_at_start
