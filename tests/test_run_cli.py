@@ -79,6 +79,8 @@ def test_run_refuses_a_broken_plan_without_traceback(tmp_path: Path) -> None:
         (["--stop", "episode_return_mean"], "expected KEY=VALUE"),
         (["--stop", "episode_return_mean=high"], "must be a number"),
         ([], "give a stop criterion"),
+        (["--env", "CartPol-v1", "--stop", "iteration=1"], "Did you mean: `CartPole`?"),
+        (["--num-workers", "-1", "--stop", "iteration=1"], "num_workers: Input should be"),
     ],
 )
 def test_run_usage_errors(tmp_path: Path, args: list[str], message: str) -> None:

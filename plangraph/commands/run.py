@@ -129,7 +129,12 @@ def run(args: argparse.Namespace) -> int:
 
     console = Console(stderr=True)
     console.print(f"[bold]plangraph run[/bold] {plan_path} -> {run_dir}", highlight=False)
-    algo = compiled.build(env=env, num_workers=num_workers, seed=seed, address=args.address)
+    from plangraph.runtime.build_context import BuildError
+
+    try:
+        algo = compiled.build(env=env, num_workers=num_workers, seed=seed, address=args.address)
+    except BuildError as exc:
+        return _error(str(exc))
     try:
         if resume_dir is not None:
             ckpt = latest_checkpoint(resume_dir)

@@ -44,6 +44,10 @@ class Algorithm:
 
     Built by ``CompiledPlan.build(env=None, num_workers=None, seed=0, address=None)``;
     ``env``/``num_workers`` override every ``WorkerSet`` resource of the plan.
+
+    Raises:
+        PlanValidationError: the compiled plan has errors.
+        BuildError: an override is invalid or the env id is unknown (before Ray starts).
     """
 
     def __init__(
@@ -59,12 +63,13 @@ class Algorithm:
             from plangraph.compiler import PlanValidationError
 
             raise PlanValidationError(compiled.diagnostics)
-        ensure_ray(address)
         from plangraph.runtime.lowering import lower_plan
 
         self.compiled = compiled
         self.seed = seed
-        self.ctx = BuildContext.create(compiled, env=env, num_workers=num_workers, seed=seed)
+        self.ctx = BuildContext.create(
+            compiled, env=env, num_workers=num_workers, seed=seed, address=address
+        )
         self._results = iter(lower_plan(compiled, self.ctx))
         self._stopped = False
 

@@ -23,6 +23,32 @@ def resource_id(ref: str) -> str:
     return ref[1:] if ref.startswith("@") else ref
 
 
+class BuildError(ValueError):
+    """A plan that compiled cleanly cannot be built as asked (e.g. an unknown env id)."""
+
+
+def _with_overrides(rid: str, params: Any, updates: dict[str, Any]) -> Any:
+    """``params`` with ``build()``'s overrides, validated like the plan's own values, and
+    its env id checked against gymnasium's registry before any actor starts."""
+    import gymnasium
+    import pydantic
+
+    try:
+        params = type(params).model_validate({**params.model_dump(), **updates})
+    except pydantic.ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        raise BuildError(f"resource {rid!r}: invalid override ({problems})") from exc
+    if isinstance(params.env, str):
+        try:
+            gymnasium.spec(params.env)
+        except gymnasium.error.Error as exc:
+            raise BuildError(
+                f"resource {rid!r}: env {params.env!r} is not a registered gymnasium env: "
+                f"{exc} (pass --env with an id from gymnasium.registry)"
+            ) from exc
+    return params
+
+
 @dataclass
 class EpisodeWindow:
     """Returns and lengths of the last ``size`` completed training episodes."""
@@ -82,46 +108,35 @@ class BuildContext:
         env: str | None,
         num_workers: int | None,
         seed: int,
+        address: str | None = None,
     ) -> BuildContext:
-        from plangraph.rl import WorkerSet
+        from plangraph.rl import WorkerSet, make_replay_buffer
+        from plangraph.runtime.algorithm import ensure_ray
 
+        updates: dict[str, Any] = {}
+        if env is not None:
+            updates["env"] = env
+        if num_workers is not None:
+            updates["num_workers"] = num_workers
+        # Every override is checked before Ray starts or any actor is created.
+        params = {
+            rid: _with_overrides(rid, res.params, updates)
+            if res.kind == "WorkerSet"
+            else res.params
+            for rid, res in compiled.resources.items()
+        }
+        ensure_ray(address)
         worker_sets: dict[str, Any] = {}
         buffers: dict[str, Any] = {}
         # Each resource gets its own seed stream derived from the run seed.
         seeds = np.random.SeedSequence(seed).spawn(max(1, len(compiled.resources)))
         for (rid, res), ss in zip(sorted(compiled.resources.items()), seeds, strict=False):
             res_seed = int(ss.generate_state(1)[0])
-            p = res.params
+            p = params[rid]
             if res.kind == "WorkerSet":
-                updates: dict[str, Any] = {}
-                if env is not None:
-                    updates["env"] = env
-                if num_workers is not None:
-                    updates["num_workers"] = num_workers
-                p = p.model_copy(update=updates)
-                worker_sets[rid] = WorkerSet(
-                    env=p.env,
-                    num_workers=p.num_workers,
-                    num_envs_per_worker=p.num_envs_per_worker,
-                    rollout_fragment_length=p.rollout_fragment_length,
-                    policy_config=p.policy,
-                    seed=res_seed,
-                )
+                worker_sets[rid] = WorkerSet.from_params(p, seed=res_seed)
             elif res.kind == "ReplayBuffer":
-                from plangraph.rl import PrioritizedReplayBuffer, ReplayBuffer
-
-                if p.prioritized:
-                    buffers[rid] = PrioritizedReplayBuffer(
-                        capacity=p.capacity,
-                        alpha=p.alpha,
-                        beta=p.beta,
-                        beta_final=p.beta_final,
-                        beta_annealing_steps=p.beta_annealing_steps,
-                        eps=p.eps,
-                        seed=res_seed,
-                    )
-                else:
-                    buffers[rid] = ReplayBuffer(capacity=p.capacity, seed=res_seed)
+                buffers[rid] = make_replay_buffer(p, seed=res_seed)
             else:
                 raise NotImplementedError(
                     f"resource {rid!r}: no runtime implementation for kind {res.kind!r}"
