@@ -42,6 +42,10 @@ def test_counters_count_env_steps_once(a2c_small: Algorithm) -> None:
         assert r["num_env_steps_trained"] == 64 * i
         assert r["num_env_steps_sampled_this_iter"] == 64
     assert r["time_total_s"] > 0
+    from plangraph.runtime.stopping import RESULT_KEYS
+
+    # --stop checks keys against RESULT_KEYS: it must name exactly what a result holds.
+    assert set(r) == RESULT_KEYS
     assert set(r["timers"]) >= {"concat", "train"}
     assert "policy_loss" in r["learner"] or r["learner"]
 

@@ -78,6 +78,7 @@ def test_run_refuses_a_broken_plan_without_traceback(tmp_path: Path) -> None:
     [
         (["--stop", "episode_return_mean"], "expected KEY=VALUE"),
         (["--stop", "episode_return_mean=high"], "must be a number"),
+        (["--stop", "episode_reward_mean=100"], "did you mean episode_return_mean"),
         ([], "give a stop criterion"),
         (["--env", "CartPol-v1", "--stop", "iteration=1"], "Did you mean: `CartPole`?"),
         (["--num-workers", "-1", "--stop", "iteration=1"], "num_workers: Input should be"),
@@ -122,6 +123,33 @@ def test_ctrl_c_stops_cleanly_with_a_checkpoint(tmp_path: Path) -> None:
             proc.kill()
     assert proc.returncode == 130, err
     assert "interrupted (Ctrl-C)" in out
+    assert "stopping after this iteration" in err
     assert "Traceback" not in err
-    last = results(run_dir)[-1]["iteration"]
-    assert (run_dir / "checkpoints" / f"iter_{last:06d}" / "algorithm.json").exists()
+    before = results(run_dir)
+    last = before[-1]
+    assert (run_dir / "checkpoints" / f"iter_{last['iteration']:06d}" / "algorithm.json").exists()
+    # The interrupted iteration was finished, so the checkpoint and the log agree and a
+    # resumed run continues exactly where the log ends.
+    meta = json.loads(
+        (run_dir / "checkpoints" / f"iter_{last['iteration']:06d}" / "algorithm.json").read_text()
+    )
+    assert meta["num_env_steps_sampled"] == last["num_env_steps_sampled"]
+    target = last["num_env_steps_sampled"] + 64
+    resumed = plangraph(
+        "run", "--resume", str(run_dir), "--stop", f"num_env_steps_sampled={target}",
+        "--no-progress", cwd=tmp_path,
+    )  # fmt: skip
+    assert resumed.returncode == 0, resumed.stderr
+    first_new = results(run_dir)[len(before)]
+    assert first_new["iteration"] == last["iteration"] + 1
+    assert first_new["num_env_steps_sampled"] == target
+    assert first_new["num_env_steps_trained"] == target  # a2c trains everything it samples
+    assert first_new["episodes_total"] == last["episodes_total"] + first_new["episodes_this_iter"]
+    # Resuming a run that already meets its criterion trains nothing.
+    again = plangraph(
+        "run", "--resume", str(run_dir), "--stop", f"num_env_steps_sampled={target}",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert again.returncode == 0
+    assert "already meets the stop criterion" in again.stdout
+    assert len(results(run_dir)) == len(before) + 1

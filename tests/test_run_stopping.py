@@ -41,6 +41,11 @@ def test_stop_criteria_nested_key() -> None:
     assert not stop.met({"timers": {}})
 
 
+def test_unknown_stop_key_is_refused_with_did_you_mean() -> None:
+    with pytest.raises(StopCriterionError, match="did you mean episode_return_mean"):
+        StopCriteria.parse(["episode_reward_mean=100"])  # RLlib's old name
+
+
 def test_stop_threshold_must_be_numeric() -> None:
     with pytest.raises(StopCriterionError, match="must be a number"):
         StopCriteria.parse(["episode_return_mean=high"])

@@ -97,13 +97,25 @@ def run(args: argparse.Namespace) -> int:
         print(f"{plan_path}: not run: fix the errors above first", file=sys.stderr)
         return 1
 
-    env = args.env or saved.get("env")
+    if resume_dir is not None:
+        from plangraph.runtime.run_log import read_results
+
+        done = read_results(resume_dir)
+        met = stop.met(done[-1]) if done else None
+        if met:
+            print(
+                f"plangraph run: {resume_dir} already meets the stop criterion ({met}); "
+                "pass a higher --stop to continue training"
+            )
+            return 0
+
+    env = args.env or saved.get("env") or _plan_env(compiled)
     num_workers = args.num_workers if args.num_workers is not None else saved.get("num_workers")
     seed = saved.get("seed", args.seed) if resume_dir else args.seed
     run_dir = resume_dir or args.out
     if run_dir is None:
         stamp = time.strftime("%Y%m%d-%H%M%S")
-        run_dir = Path("runs") / f"{compiled.plan.name}-{env or 'default'}-{stamp}"
+        run_dir = Path("runs") / f"{compiled.plan.name}-{env or 'env'}-{stamp}"
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / RUN_ARGS_FILE).write_text(
         json.dumps(
@@ -128,7 +140,9 @@ def run(args: argparse.Namespace) -> int:
     from plangraph.runtime.run_loop import latest_checkpoint, summary_table, train_until
 
     console = Console(stderr=True)
-    console.print(f"[bold]plangraph run[/bold] {plan_path} -> {run_dir}", highlight=False)
+    console.print(
+        f"[bold]plangraph run[/bold] {plan_path} -> {run_dir}", highlight=False, soft_wrap=True
+    )
     from plangraph.runtime.build_context import BuildError
 
     try:
@@ -155,8 +169,25 @@ def run(args: argparse.Namespace) -> int:
         )
     finally:
         algo.stop()
-    Console().print(summary_table(summary))
+    out = Console()
+    out.print(summary_table(summary))
+    out.print(f"stopped: {summary.reason}", soft_wrap=True, highlight=False)
+    if summary.checkpoint is not None:
+        out.print(f"checkpoint: {summary.checkpoint}", soft_wrap=True, highlight=False)
+        out.print(
+            f"continue with: plangraph run --resume {run_dir} --stop KEY=VALUE",
+            soft_wrap=True,
+            highlight=False,
+        )
     return 130 if summary.interrupted else 0
+
+
+def _plan_env(compiled: Any) -> str | None:
+    """The env id of the plan's (first) WorkerSet resource, for naming the run."""
+    for res in compiled.resources.values():
+        if res.kind == "WorkerSet" and isinstance(res.params.env, str):
+            return str(res.params.env)
+    return None
 
 
 def _write_plan_files(compiled: Any, run_dir: Path) -> None:

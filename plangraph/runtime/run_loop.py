@@ -3,8 +3,11 @@ bar, a result log, periodic checkpoints and a clean stop on Ctrl-C."""
 
 from __future__ import annotations
 
+import signal
+import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -43,6 +46,31 @@ def latest_checkpoint(run_dir: Path) -> Path | None:
     return complete[-1] if complete else None
 
 
+@contextmanager
+def _graceful_sigint(console: Console) -> Iterator[threading.Event]:
+    """First Ctrl-C: set the returned event (the loop stops after the current iteration,
+    so counters, policy and checkpoint stay consistent). Second Ctrl-C: stop at once."""
+    requested = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield requested
+        return
+
+    def on_sigint(signum: int, frame: Any) -> None:
+        if requested.is_set():
+            raise KeyboardInterrupt
+        requested.set()
+        console.print(
+            "Ctrl-C: stopping after this iteration (press Ctrl-C again to stop at once)",
+            highlight=False,
+        )
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        yield requested
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def train_until(
     algo: Algorithm,
     stop: StopCriteria,
@@ -58,7 +86,8 @@ def train_until(
 
     Each result goes to ``run_dir/result.jsonl`` and TensorBoard; a checkpoint is written
     every ``checkpoint_every`` iterations (0 disables periodic ones) and always at the end,
-    including after Ctrl-C.
+    including after Ctrl-C (the first one finishes the current iteration; a second one
+    stops at once and checkpoints the state as it is).
     """
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -82,7 +111,11 @@ def train_until(
         transient=False,
     )
     started = time.monotonic()
-    with RunLog(run_dir, tensorboard=tensorboard) as log, progress:
+    with (
+        RunLog(run_dir, tensorboard=tensorboard) as log,
+        progress,
+        _graceful_sigint(console) as stop_requested,
+    ):
         task = progress.add_task(
             "train", total=1000, iteration=0, steps="0", ret="-", sps="-", eta="-"
         )
@@ -116,6 +149,10 @@ def train_until(
                 if met:
                     reason = f"stop criterion met: {met}"
                     break
+                if stop_requested.is_set():
+                    interrupted = True
+                    reason = "interrupted (Ctrl-C)"
+                    break
                 if checkpoint_every and iteration % checkpoint_every == 0:
                     algo.save(checkpoint_dir(run_dir, iteration))
                     last_saved = iteration
@@ -138,7 +175,7 @@ def summary_table(summary: RunSummary) -> Any:
     from rich.table import Table
 
     r = summary.result
-    table = Table(title=f"plangraph run: {summary.reason}", show_header=False)
+    table = Table(title="plangraph run", show_header=False)
     table.add_column("metric", style="bold")
     table.add_column("value", justify="right")
     rows = [
@@ -150,7 +187,6 @@ def summary_table(summary: RunSummary) -> Any:
         ("episode length mean", _fmt(r.get("episode_len_mean"), ".1f")),
         ("wall time (s)", _fmt(r.get("time_total_s"), ".1f")),
         ("env steps/s (overall)", _fmt(r.get("env_steps_per_s_total"))),
-        ("checkpoint", str(summary.checkpoint) if summary.checkpoint else "-"),
     ]
     for name, value in rows:
         table.add_row(name, value)

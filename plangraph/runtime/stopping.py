@@ -7,6 +7,7 @@ nested value with ``/`` (``timers/train/mean_s``). A key absent from a result (e
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 from collections.abc import Iterable, Mapping
@@ -16,6 +17,48 @@ from typing import Any
 
 class StopCriterionError(ValueError):
     """A malformed ``key=value`` argument."""
+
+
+RESULT_KEYS: frozenset[str] = frozenset(
+    {
+        "iteration",
+        "time_this_iter_s",
+        "time_total_s",
+        "timestamp",
+        "num_env_steps_sampled",
+        "num_env_steps_trained",
+        "num_target_updates",
+        "num_env_steps_sampled_this_iter",
+        "env_steps_per_s",
+        "env_steps_per_s_total",
+        "episodes_this_iter",
+        "episodes_total",
+        "episode_return_mean",
+        "episode_return_min",
+        "episode_return_max",
+        "episode_len_mean",
+        "counters",
+        "timers",
+        "learner",
+    }
+)
+"""Top-level keys of a training result (``StandardMetricsReporting``); ``counters``,
+``timers`` (by node id) and ``learner`` are dicts, addressed as ``timers/train``."""
+
+_NESTED = ("counters", "timers", "learner")
+
+
+def check_result_key(key: str, *, what: str) -> None:
+    """Raise ``StopCriterionError`` (with a did-you-mean) unless ``key`` names a result key."""
+    head = key.split("/", 1)[0]
+    if key in RESULT_KEYS or ("/" in key and head in _NESTED):
+        return
+    close = difflib.get_close_matches(key, sorted(RESULT_KEYS), n=3, cutoff=0.6)
+    hint = f"; did you mean {', '.join(close)}?" if close else ""
+    raise StopCriterionError(
+        f"{what} {key}: not a result key{hint} (result keys: {', '.join(sorted(RESULT_KEYS))}; "
+        f"nested: {'/..., '.join(_NESTED)}/...)"
+    )
 
 
 def parse_key_values(items: Iterable[str], *, what: str) -> dict[str, Any]:
@@ -61,6 +104,7 @@ class StopCriteria:
         raw = dict(items) if isinstance(items, Mapping) else parse_key_values(items, what="--stop")
         thresholds: dict[str, float] = {}
         for key, value in sorted(raw.items()):
+            check_result_key(key, what="--stop")
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise StopCriterionError(
                     f"--stop {key}={value!r}: the threshold must be a number, e.g. --stop {key}=475"
