@@ -88,11 +88,23 @@ def test_config_override(capsys: pytest.CaptureFixture[str]) -> None:
     assert "min_batch_size: Input should be greater than or equal to 1 (got -1" in out
     rc, _, _ = _validate(capsys, "-c", "train_batch_size=1000", "plans/a2c.json")
     assert rc == 0
+    rc, out, _ = _validate(capsys, "--set", "train_batch_size=-1", "plans/a2c.json")
+    assert rc == 1 and "the value comes from --set train_batch_size=-1" in out
+    rc, _, _ = _validate(
+        capsys, "--set", "train_batch_size=1000", "--config", "lr=0.01", "plans/a2c.json"
+    )
+    assert rc == 0
 
 
 @pytest.mark.parametrize(
     "argv",
-    [["no/such/plan.json"], ["plans"], ["-c", "novalue", "plans/a2c.json"], []],
+    [
+        ["no/such/plan.json"],
+        ["plans"],
+        ["-c", "novalue", "plans/a2c.json"],
+        ["--set", "novalue", "plans/a2c.json"],
+        [],
+    ],
 )
 def test_usage_errors_exit_two(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     try:

@@ -241,3 +241,87 @@ def test_graph_carries_types() -> None:
         ("train", "metrics", "TrainInfo"),
     }
     assert c.graph.nodes["metrics"]["op"] == "StandardMetricsReporting"
+
+
+def _chain(first_input: str) -> dict[str, Any]:
+    """rollouts -> concat -> train -> metrics, with train reading ``first_input``."""
+    return {
+        "r": n("ParallelRollouts"),
+        "c": n("ConcatBatches", "r", min_batch_size=8),
+        "t": n("TrainOneStep", first_input),
+        "m": n("StandardMetricsReporting", "t"),
+    }
+
+
+def _unreachable(c: CompiledPlan) -> list[str]:
+    return [d.node for d in c.diagnostics if d.code == "PG160"]  # type: ignore[misc]
+
+
+def test_a_misspelt_input_is_one_error_not_a_cascade() -> None:
+    c = analyze(_plan(_chain("cc"), "m"))
+    assert [(d.code, d.node) for d in c.diagnostics] == [("PG111", "t")]
+    assert c.diagnostics[0].suggestions == ("c",)
+    # the did-you-mean decides which branch was cut: another dead branch is still reported
+    nodes = _chain("cc") | {
+        "x": n("ParallelRollouts"),
+        "xc": n("ConcatBatches", "x", min_batch_size=8),
+    }
+    assert _unreachable(analyze(_plan(nodes, "m"))) == ["x", "xc"]
+    # without a close match any unconsumed stream may be the one meant: none is reported
+    nodes = _chain("zzz") | {"x": n("ParallelRollouts")}
+    c = analyze(_plan(nodes, "m"))
+    assert [d.code for d in c.diagnostics] == ["PG111"] and c.diagnostics[0].suggestions == ()
+    # the real graph is unchanged: the repair is for reachability only
+    assert ("c", "t") not in c.graph.edges
+
+
+def test_unreachable_is_kept_when_the_unknown_input_is_itself_cut_off() -> None:
+    nodes = {
+        "r": n("ParallelRollouts"),
+        "c": n("ConcatBatches", "r", min_batch_size=8),
+        "t": n("TrainOneStep", "cat"),  # typo, but t itself feeds nothing
+        "r2": n("ParallelRollouts"),
+        "t2": n("TrainOneStep", "r2"),
+        "m": n("StandardMetricsReporting", "t2"),
+    }
+    c = analyze(_plan(nodes, "m"))
+    assert _unreachable(c) == ["r", "c", "t"]
+    # a node downstream of the one with the typo is never the fix (that would be a cycle)
+    nodes = {
+        "r": n("ParallelRollouts"),
+        "t": n("TrainOneStep", "zzz"),
+        "dup": n("Duplicate", "t"),
+        "m": n("StandardMetricsReporting", "dup"),
+        "d": n("UpdateTarget", "dup"),
+    }
+    assert _unreachable(analyze(_plan(nodes, "m"))) == ["d"]
+
+
+def test_a_bad_value_from_config_says_where_to_fix_it() -> None:
+    doc = _plan(_chain("c"), "m", config={"bs": 0, "mb": 4})
+    doc["nodes"]["c"]["params"]["min_batch_size"] = "${bs}"
+    (d,) = analyze(doc).diagnostics
+    assert d.pointer == "/nodes/c/params/min_batch_size"
+    assert d.hint is not None and d.hint.startswith(
+        "set config.bs to a value >= 1 (at /config/bs), or pass --set bs=VALUE; min_batch_size:"
+    )
+    (d,) = analyze(doc, config={"bs": -3}).diagnostics
+    assert d.hint is not None and d.hint.startswith(
+        "the value comes from --set bs=-3: pass a value >= 1 instead "
+        "(the plan's default 0 is at /config/bs)"
+    )
+    doc["nodes"]["c"]["params"]["min_batch_size"] = "${bs // mb}"
+    (d,) = analyze(doc, config={"bs": 2}).diagnostics
+    assert d.hint is not None and d.hint.startswith(
+        "the value is computed by ${bs // mb} from config.bs (overridden by --set bs=2), "
+        "config.mb (at /config/mb): change them so that it is >= 1"
+    )
+    # resource params name the config key too, and a literal value gets no config hint
+    doc = _plan(_chain("c"), "m", config={"g": 2.0})
+    doc["resources"]["workers"]["params"]["policy"]["gamma"] = "${g}"
+    (d,) = analyze(doc).diagnostics
+    assert d.code == "PG141" and d.pointer == "/resources/workers/params/policy/gamma"
+    assert d.hint is not None and d.hint.startswith("set config.g to a value <= 1.0 (at /config/g)")
+    doc["resources"]["workers"]["params"]["policy"]["gamma"] = 2.0
+    (d,) = analyze(doc).diagnostics
+    assert d.hint == "gamma: Discount factor."

@@ -40,6 +40,10 @@ def test_rankdir_and_config_overrides(tmp_path: Path) -> None:
     assert cli.main([*argv, "--config", "train_batch_size=1000"]) == 0
     text = out.read_text(encoding="utf-8")
     assert 'rankdir="LR"' in text and "min_batch_size = 1000" in text
+    # --set is the spelling `plangraph run` uses; -c/--config keep working
+    for flag in ("--set", "-c"):
+        assert cli.main([*argv, flag, "train_batch_size=777"]) == 0
+        assert "min_batch_size = 777" in out.read_text(encoding="utf-8")
 
 
 @needs_dot

@@ -122,6 +122,5 @@ def _report_diagnostics(compiled: Any, plan: str) -> None:
     if n_warn:
         parts.append(f"{n_warn} warning{'s' * (n_warn != 1)}")
     _say(
-        f"{plan}: {' and '.join(parts)}, marked in the diagram; "
-        f"details: plangraph validate {plan}"
+        f"{plan}: {' and '.join(parts)}, marked in the diagram; details: plangraph validate {plan}"
     )

@@ -31,13 +31,17 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def add_config_option(p: argparse.ArgumentParser) -> None:
+    # --set is the spelling `plangraph run` uses; -c/--config stays for existing scripts.
     p.add_argument(
+        "--set",
         "-c",
         "--config",
+        dest="config",
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="override a config default (VALUE is JSON, else a string); repeatable",
+        help="override a config default (VALUE is JSON, else a string); repeatable, "
+        "e.g. --set train_batch_size=4000 (-c/--config are the same option)",
     )
 
 
@@ -47,7 +51,7 @@ def parse_overrides(items: list[str]) -> dict[str, Any] | str:
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key:
-            return f"--config expects KEY=VALUE, got {item!r}"
+            return f"--set/-c/--config expects KEY=VALUE, got {item!r}"
         try:
             out[key] = json.loads(value)
         except ValueError:

@@ -8,6 +8,7 @@ on every plan and all problems are reported in one pass.
 
 from __future__ import annotations
 
+import json
 import re
 import typing
 from collections.abc import Callable, Mapping
@@ -19,6 +20,7 @@ from pydantic import BaseModel, ValidationError
 
 from plangraph.compiler.diagnostics import CODES, Diagnostic
 from plangraph.ir.plan import Plan
+from plangraph.ir.refs import ConfigRefError, parse_config_ref
 from plangraph.ir.source import SourceMap
 from plangraph.ir.types import PortType
 from plangraph.ops.registry import OpSignature, close_matches
@@ -132,6 +134,7 @@ class Context:
         """
         merged: dict[tuple[str, str], list[str]] = {}
         info: dict[tuple[str, str], tuple[str, Any]] = {}
+        wants: dict[tuple[str, str], list[str]] = {}
         choices: dict[str, list[str]] = {}
         for e in exc.errors(include_url=False):
             path = _real_path(raw, e["loc"])
@@ -155,6 +158,9 @@ class Context:
             if msg not in merged[k]:
                 merged[k].append(msg)
             info.setdefault(k, (kind, value))
+            want = _requirement(kind, ctx)
+            if want is not None and want not in wants.setdefault(k, []):
+                wants[k].append(want)
         # a misspelt param is one problem, not "unknown x" plus "missing y"
         misspelt: set[str] = set()
         for ptr, group in merged:
@@ -201,9 +207,102 @@ class Context:
                     f"{prefix}{dotted or what}: {' or '.join(msgs)}{got}",
                     node=node,
                     pointer=ptr,
-                    hint=_field_hint(model, rel),
+                    hint=join_hints(
+                        self.config_hint(original, rel, _wanted(wants.get((ptr, group), []))),
+                        _field_hint(model, rel),
+                    ),
                     suggestions=sugg,
                 )
+
+    def config_hint(self, original: Mapping[str, Any], rel: list[str], wanted: str) -> str | None:
+        """Where to fix a bad param value that came from a ``${...}`` reference.
+
+        ``original``: the params as written (before config resolution); ``rel``: the path
+        of the bad value inside them; ``wanted``: what a good value is (``"a value >= 1"``).
+        Names each config key the reference reads, its JSON pointer and file location (or
+        the ``--set`` override it came from). None when the value was written literally.
+        """
+        text = _origin_ref(original, rel)
+        if text is None:
+            return None
+        try:
+            ref = parse_config_ref(text)
+        except ConfigRefError:
+            return None  # reported as PG113/PG118 already
+        if ref is None or not ref.keys:
+            return None
+        places = [self._config_place(k) for k in ref.keys]
+        if ref.is_plain_key:
+            key = ref.keys[0]
+            if key in self.overrides:
+                default = ""
+                if key in self.plan.config:
+                    default = (
+                        f" (the plan's default {_json_text(self.plan.config[key])} is "
+                        f"{self._config_place(key, default=True)})"
+                    )
+                return (
+                    f"the value comes from --set {key}={_json_text(self.overrides[key])}: "
+                    f"pass {wanted} instead{default}"
+                )
+            return f"set config.{key} to {wanted} ({places[0]}), or pass --set {key}=VALUE"
+        keys = ", ".join(f"config.{k} ({p})" for k, p in zip(ref.keys, places, strict=True))
+        return (
+            f"the value is computed by {text} from {keys}: change them so that it is "
+            f"{wanted.removeprefix('a value ')}, e.g. with --set {ref.keys[0]}=VALUE"
+        )
+
+    def _config_place(self, key: str, *, default: bool = False) -> str:
+        """Where config ``key`` gets its value: ``at /config/k, plan.json:4:25`` (the file
+        location only when known exactly), or the override. ``default``: the plan's own."""
+        ptr = f"/config/{key}"
+        if key in self.overrides and not default:
+            return f"overridden by --set {key}={_json_text(self.overrides[key])}"
+        if key not in self.plan.config:
+            return "not declared in the plan's config"
+        loc = self.source.values.get(ptr) if self.source is not None else None
+        return f"at {ptr}" + (f", {loc}" if loc is not None else "")
+
+
+def _json_text(v: Any) -> str:
+    return json.dumps(v, sort_keys=True, separators=(",", ":"))
+
+
+def join_hints(*hints: str | None) -> str | None:
+    parts = [h for h in hints if h]
+    return "; ".join(parts) if parts else None
+
+
+_BOUNDS = {"ge": ">=", "gt": ">", "le": "<=", "lt": "<", "multiple_of": "a multiple of"}
+_TYPE_WORDS = {
+    "int_type": "an integer",
+    "int_parsing": "an integer",
+    "int_from_float": "an integer",
+    "float_type": "a number",
+    "float_parsing": "a number",
+    "bool_type": "true or false",
+    "bool_parsing": "true or false",
+    "string_type": "a string",
+}
+
+
+def _requirement(kind: str, ctx: Mapping[str, Any]) -> str | None:
+    """What pydantic error ``kind`` asks of a value: ``">= 1"``, ``"an integer"``, or None."""
+    for name, op in _BOUNDS.items():
+        if name in ctx and kind != "literal_error":
+            return f"{op} {ctx[name]}"
+    if kind == "literal_error" and ctx.get("expected"):
+        return f"one of {ctx['expected']}"
+    return _TYPE_WORDS.get(kind)
+
+
+def _wanted(reqs: list[str]) -> str:
+    """``[">= 1", "<= 8"]`` -> ``"a value >= 1 and <= 8"``; ``[]`` -> ``"a valid value"``."""
+    if not reqs:
+        return "a valid value"
+    if reqs[0][0] in "<>" or reqs[0].startswith("a multiple"):
+        return "a value " + " and ".join(reqs)
+    return " and ".join(reqs)
 
 
 def _real_path(raw: Any, loc: tuple[Any, ...]) -> list[str]:
@@ -231,7 +330,8 @@ def _dotted(parts: list[str]) -> str:
     return s
 
 
-def _origin(original: Mapping[str, Any], rel: list[str]) -> str:
+def _origin_ref(original: Mapping[str, Any], rel: list[str]) -> str | None:
+    """The ``${...}`` text the value at ``rel`` (or a container of it) was written as."""
     cur: Any = original
     for p in rel:
         if isinstance(cur, Mapping) and p in cur:
@@ -239,10 +339,15 @@ def _origin(original: Mapping[str, Any], rel: list[str]) -> str:
         elif isinstance(cur, list | tuple) and p.isdigit() and int(p) < len(cur):
             cur = cur[int(p)]
         else:
-            return ""
+            return None
         if isinstance(cur, str) and cur.startswith("${"):
-            return f", from {cur}"
-    return ""
+            return cur
+    return None
+
+
+def _origin(original: Mapping[str, Any], rel: list[str]) -> str:
+    ref = _origin_ref(original, rel)
+    return f", from {ref}" if ref is not None else ""
 
 
 def _models_in(annotation: Any) -> list[type[BaseModel]]:

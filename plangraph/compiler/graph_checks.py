@@ -277,11 +277,15 @@ def check_replay(ctx: Context) -> None:
 
 @check("reachability", order=110)
 def check_reachability(ctx: Context) -> None:
-    """Every node reaches the output (the driver pulls only the output; others never run)."""
+    """Every node reaches the output (the driver pulls only the output; others never run).
+
+    An unknown input (PG111) is a cut edge: the nodes upstream of it would reach the output
+    once the typo is fixed, so they are not reported again as unreachable.
+    """
     out = ctx.plan.output
     if out not in ctx.plan.nodes:
         return
-    live = nx.ancestors(ctx.graph, out) | {out}
+    live = nx.ancestors(_repaired_graph(ctx), out) | {out}
     for nid in ctx.plan.nodes:
         if nid in live:
             continue
@@ -293,6 +297,29 @@ def check_reachability(ctx: Context) -> None:
             key=True,
             hint="connect its branch to the output (e.g. through Concurrently) or remove it",
         )
+
+
+def _repaired_graph(ctx: Context) -> nx.DiGraph:
+    """The graph with each unknown input wired to the node(s) it most likely meant.
+
+    An input that names no node is given, for reachability only, the sources PG111 offers
+    as did-you-mean; without a close match, any stream that nobody consumes (other than the
+    output) may be the one meant. Nodes downstream of the naming node are never candidates
+    (that would be a cycle, not a fix). Nodes that stay cut off are genuinely unreachable.
+    """
+    g = ctx.graph
+    repaired = g.copy()
+    dangling = [n for n in ctx.plan.nodes if g.out_degree(n) == 0 and n != ctx.plan.output]
+    for nid, node in ctx.plan.nodes.items():
+        unknown = [src for src in node.inputs if src not in ctx.plan.nodes]
+        if not unknown:
+            continue
+        downstream = nx.descendants(g, nid) | {nid}
+        others = [x for x in ctx.plan.nodes if x not in downstream]
+        for src in unknown:
+            meant = close_matches(src, others) or [x for x in dangling if x not in downstream]
+            repaired.add_edges_from((m, nid) for m in meant)
+    return repaired
 
 
 @check("output-type", order=120)

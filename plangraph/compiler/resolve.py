@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from plangraph.compiler.context import Context, check
+from plangraph.compiler.context import Context, check, join_hints
 from plangraph.ir.refs import ConfigRefError, parse_config_ref, resource_ref_id
 from plangraph.ops.registry import all_ops, all_resource_kinds, close_matches
 
@@ -136,7 +136,10 @@ def check_params(ctx: Context) -> None:
                     msg,
                     node=nid,
                     pointer=f"{base}/{field}",
-                    hint=_describe(sig.params_model, field),
+                    hint=join_hints(
+                        ctx.config_hint(node.params, [field], "a valid value"),
+                        _describe(sig.params_model, field),
+                    ),
                 )
             if problems:
                 continue
