@@ -109,3 +109,53 @@ def test_explain(capsys: pytest.CaptureFixture[str]) -> None:
     assert "error PG130 [type-mismatch]" in out
     rc, _, err = _run(capsys, "explain", "missing.json")
     assert rc == 2 and "no such file" in err
+
+
+def test_ops_catalog_is_plain_text_with_whole_sentences(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    rc, out, _ = _run(capsys, "ops")
+    assert rc == 0
+    assert "``" not in out and "**" not in out
+    line = next(ln for ln in out.splitlines() if ln.startswith("AverageGradients "))
+    assert line.endswith(
+        "Combine a list of `GradInfo` into one: the element-wise mean of the gradients "
+        "and the sum of their env steps."
+    )
+    line = next(ln for ln in out.splitlines() if ln.startswith("Concurrently "))
+    assert line.endswith("e.g. DQN's store and replay/train branches.")  # not cut at "e.g."
+    rc, out, _ = _run(capsys, "ops", "AverageGradients")
+    assert "``" not in out and "**" not in out
+    assert "the element-wise mean of the gradients\n" in out
+    rc, out, _ = _run(capsys, "ops", "AverageGradients", "--format", "json")
+    data = json.loads(out)
+    assert data["summary"].startswith("Combine a list of `GradInfo` into one:")
+    assert "**mean**" in data["doc"]  # the JSON keeps the docstring as written
+
+
+def test_explain_shows_resolved_resource_params_with_defaults(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    rc, out, _ = _run(capsys, "explain", "plans/ppo.json")
+    assert rc == 0
+    res = out[out.index("resources (params resolved, defaults included):") :]
+    flat = " ".join(res.split())
+    for item in (
+        'env="CartPole-v1",',
+        "num_workers=2,",
+        "num_envs_per_worker=8,",
+        "rollout_fragment_length=128",
+        'policy: algo="ppo",',
+        "hiddens=[64, 64],",  # a default the plan does not set
+        "clip_param=0.2,",
+        "normalize_advantages=true",
+    ):
+        assert item in flat, item
+    assert "defaults used: policy.hiddens, policy.activation," in flat
+    assert max(len(line) for line in res.splitlines()) <= 92
+    # --set (the spelling `plangraph run` uses) resolves into the shown params
+    rc, out, _ = _run(capsys, "explain", "--set", "num_workers=5", "plans/ppo.json")
+    assert rc == 0 and "num_workers=5," in out
+    rc, out, _ = _run(capsys, "explain", "plans/dqn.json")
+    assert "replay: ReplayBuffer; writers: store; readers: replay_batches" in out
+    assert "defaults used: alpha, beta, beta_final, beta_annealing_steps, eps" in out

@@ -268,3 +268,17 @@ plan = Plan.from_builder(
             assert c.nodes["keep_long_batches"].params.min_rows == 8  # type: ignore[union-attr]
     finally:
         unregister_op("KeepLongBatches")
+
+
+def test_plain_text_and_summary_of_rst_docstrings() -> None:
+    from plangraph.ops.describe import plain_text, summary
+
+    assert plain_text("``n`` items, **mean**, *not* :class:`GradInfo`") == (
+        "`n` items, mean, not `GradInfo`"
+    )
+    assert plain_text('positive numbers or "*"; 2*3*4') == 'positive numbers or "*"; 2*3*4'
+    assert summary("Drive streams, e.g. a\nand ``b``. More.\n\nDetails.") == (
+        "Drive streams, e.g. a and `b`."
+    )
+    assert summary("No full stop\nacross lines\n\nDetails.") == "No full stop across lines"
+    assert summary("") == ""

@@ -1,4 +1,5 @@
-"""``plangraph explain PLAN``: the checks run, typed nodes in order, resources, diagnostics.
+"""``plangraph explain PLAN``: the checks run, typed nodes in order, resources with their
+resolved params (defaults included), diagnostics.
 
 Exit status: 0 for a plan without errors, 1 with errors, 2 on usage errors.
 """
@@ -23,7 +24,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "explain",
         help="show how a plan compiles: checks, typed nodes, resources",
         description="Compile a plan and explain the result: the checks run, every node "
-        "with its inferred types and resolved params, resources, and diagnostics.",
+        "with its inferred types and resolved params, every resource with its resolved "
+        "params (defaults included, e.g. a WorkerSet's env, workers and policy), and "
+        "diagnostics.",
     )
     p.add_argument("plan", metavar="PLAN", help="plan file (.json or .py)")
     p.add_argument(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -188,12 +189,13 @@ class CompiledPlan:
                 text = ", ".join(f"{k}={_short(v)}" for k, v in params.items())
                 lines.append(f"  {'':<{wid}}    params: {text}")
         if self.resources:
-            lines += ["", "resources:"]
+            lines += ["", "resources (params resolved, defaults included):"]
             for r in self.resources.values():
                 lines.append(
                     f"  {r.id}: {r.kind}; writers: {', '.join(r.writers) or '-'}; "
                     f"readers: {', '.join(r.readers) or '-'}"
                 )
+                lines += _resource_param_lines(r, indent="      ")
         lines += ["", "diagnostics:" if self.diagnostics else "diagnostics: none"]
         for d in self.diagnostics:
             lines += ["  " + x for x in d.format().splitlines()]
@@ -238,6 +240,60 @@ class CompiledPlan:
 
 def _count(n: int, word: str) -> str:
     return f"{n} {word}{'s' if n != 1 else ''}"
+
+
+def _resource_param_lines(r: CompiledResource, indent: str, width: int = 92) -> list[str]:
+    """A resource's params as ``key=value`` lines wrapped at ``width``: top-level values,
+    then one group per nested model (e.g. ``policy``), then the names left at defaults."""
+    if r.params is None:
+        if not r.raw_params:
+            return []
+        items = [f"{k}={_inline(v)}" for k, v in r.raw_params.items()]
+        return _pack("params (invalid, given): ", items, indent, width)
+    top: list[str] = []
+    groups: list[tuple[str, list[str]]] = []
+    defaults: list[str] = []
+    for name, value in r.params:
+        if isinstance(value, BaseModel):
+            fields = sorted(value, key=lambda kv: kv[0] != "algo")  # the tag first
+            groups.append((name, [f"{k}={_inline(_json(v))}" for k, v in fields]))
+            defaults += [
+                f"{name}.{k}" for k in type(value).model_fields if k not in value.model_fields_set
+            ]
+        else:
+            top.append(f"{name}={_inline(_json(value))}")
+        if name not in r.params.model_fields_set:
+            defaults.append(name)
+    out = _pack("params: ", top, indent, width)
+    for name, items in groups:
+        out += _pack(f"{name}: ", items, indent, width)
+    if defaults:
+        out += _pack("defaults used: ", defaults, indent, width)
+    return out
+
+
+def _pack(head: str, items: list[str], indent: str, width: int) -> list[str]:
+    """``head`` then ``items`` joined by ", ", wrapped between items (never inside one)."""
+    if not items:
+        return []
+    lines: list[str] = []
+    cur = indent + head
+    cont = indent + "  "
+    fresh = True
+    for i, item in enumerate(items):
+        piece = item + ("," if i < len(items) - 1 else "")
+        if not fresh and len(cur) + 1 + len(piece) > width:
+            lines.append(cur)
+            cur, fresh = cont, True
+        cur += piece if fresh else " " + piece
+        fresh = False
+    lines.append(cur)
+    return lines
+
+
+def _inline(v: Any) -> str:
+    """Compact one-line JSON: ``[64, 64]``, ``"CartPole-v1"``, ``null``."""
+    return json.dumps(v, separators=(", ", ": "), sort_keys=True)
 
 
 def _short(v: Any) -> str:

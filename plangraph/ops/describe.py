@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import types
 import typing
 from typing import Any
@@ -12,7 +13,41 @@ from pydantic_core import PydanticUndefined
 
 from plangraph.ops.registry import OpSignature
 
-__all__ = ["catalog_text", "describe_op", "describe_params", "op_text"]
+__all__ = [
+    "catalog_text",
+    "describe_op",
+    "describe_params",
+    "op_text",
+    "plain_text",
+    "summary",
+]
+
+_ROLE = re.compile(r":[\w:.-]+:`([^`]+)`")  # :class:`Foo` -> `Foo`
+_LITERAL = re.compile(r"``(.+?)``")  # ``x`` -> `x`
+_STRONG = re.compile(r"\*\*(\S(?:.*?\S)?)\*\*")  # **x** -> x
+_EMPHASIS = re.compile(r"(?<![\w*`])\*(\S(?:[^*]*?\S)?)\*(?![\w*])")  # *x* -> x
+_ABBREVIATIONS = ("e.g.", "i.e.", "etc.", "cf.", "vs.", "approx.", "resp.", "eq.", "Eq.")
+
+
+def plain_text(rst: str) -> str:
+    """reStructuredText inline markup as plain text for a terminal: ``x`` and roles
+    become `x` (code stays marked), **strong** and *emphasis* lose their stars."""
+    text = _ROLE.sub(r"`\1`", rst)
+    text = _LITERAL.sub(r"`\1`", text)
+    text = _STRONG.sub(r"\1", text)
+    return _EMPHASIS.sub(r"\1", text)
+
+
+def summary(doc: str) -> str:
+    """The first sentence of a docstring's first paragraph, as plain text on one line
+    (the whole paragraph when it has no sentence end)."""
+    para = " ".join(doc.strip().split("\n\n", 1)[0].split())
+    para = plain_text(para)
+    for m in re.finditer(r"[.!?](?=\s|$)", para):
+        head = para[: m.end()]
+        if not head.endswith(_ABBREVIATIONS):
+            return head
+    return para
 
 
 def _type_text(ann: Any) -> str:
@@ -86,6 +121,7 @@ def describe_op(sig: OpSignature) -> dict[str, Any]:
         "type": sig.type_text(),
         "inputs": sig.arity_text(),
         "output": str(sig.output),
+        "summary": summary(sig.doc),
         "doc": sig.doc,
         "builtin": sig.builtin,
         "resources": [
@@ -112,7 +148,7 @@ def op_text(sig: OpSignature) -> str:
         f"  python: {_APPLY_USE[sig.apply].format(name=sig.name)}",
         "",
     ]
-    lines += ["  " + x if x else "" for x in sig.doc.splitlines()]
+    lines += ["  " + x if x else "" for x in plain_text(sig.doc).splitlines()]
     lines.append("")
     if not d["params"]:
         lines.append("  params: none")
@@ -123,7 +159,7 @@ def op_text(sig: OpSignature) -> str:
             cons = f", {', '.join(p['constraints'])}" if p["constraints"] else ""
             lines.append(f"    {p['name']}: {p['type']} ({default}{cons})")
             if p["description"]:
-                lines.append(f"        {p['description']}")
+                lines.append(f"        {plain_text(p['description'])}")
     for r in d["resources"]:
         lines.append(f"  resource: {r['param']} -> {r['kind']} ({r['access']})")
     return "\n".join(lines) + "\n"
@@ -136,14 +172,14 @@ def _json(v: Any) -> str:
 
 
 def catalog_text(sigs: dict[str, OpSignature]) -> str:
-    """Two lines per operator: name, category, type, first doc line; then its params
-    with defaults (``plangraph ops NAME`` has ranges and units)."""
+    """Two lines per operator: name, category, type, the doc's first sentence (plain
+    text); then its params with defaults (``plangraph ops NAME`` has ranges and units)."""
     wn = max(len(n) for n in sigs)
     wc = max(len(s.category) for s in sigs.values())
     wt = max(len(s.type_text()) for s in sigs.values())
     lines = []
     for name, s in sigs.items():
-        first = s.doc.splitlines()[0] if s.doc else ""
+        first = summary(s.doc)
         lines.append(f"{name:<{wn}}  {s.category:<{wc}}  {s.type_text():<{wt}}  {first}")
         params = [
             f"{p['name']}=" + ("<required>" if p["required"] else _json(p["default"]))
