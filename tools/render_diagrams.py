@@ -31,8 +31,9 @@ PLANS = ROOT / "plans"
 OUT = ROOT / "docs" / "diagrams"
 README = ROOT / "README.md"
 BEGIN, END = "<!-- diagrams:begin -->", "<!-- diagrams:end -->"
-SEED_PLANS = ("a2c", "a2c_microbatch", "dqn")
-"""The plans the README shows (every plan in plans/ gets a diagram)."""
+SEED_PLANS = ("ppo", "a2c", "a2c_microbatch", "dqn")
+"""The plans the README shows, headline (`plangraph run plans/ppo.json`) first; every plan
+in plans/ gets a diagram."""
 
 SHAPE_WORDS = {
     "invhouse": "pentagon pointing down",
@@ -65,7 +66,7 @@ def readme_section() -> str:
         textwrap.fill(
             "Every plan draws itself from the compiler's typed graph: "
             "`plangraph render PLAN -o plan.svg` (or `.png`, `.dot`; `--rankdir LR`; "
-            "`-c key=value` overrides config), `compiled.render(path)` and `compiled.to_dot()` "
+            "`--set key=value` overrides config), `compiled.render(path)` and `compiled.to_dot()` "
             "in Python, and a compiled plan shows itself in Jupyter. Node labels give the id "
             "(bold), the operator and the params the plan sets, with `${config}` references "
             "resolved; edges carry the inferred item type; resources are cylinders with dashed "
