@@ -279,3 +279,65 @@ def test_user_operator_runs_in_a_plan() -> None:
         assert "scale" in r["timers"]
     finally:
         algo.stop()
+
+
+def test_generic_combinators_lowered() -> None:
+    """Duplicate, WaitUntilTimestepsElapsed, Batch, Flatten and Union in one plan.
+
+    Rollouts (32 env steps per item) fan out to a train branch that waits for 64 sampled
+    env steps and to a branch that pairs and re-flattens batches; a deterministic Union
+    alternates between them. Every step of the pull order is deterministic, so the
+    (sampled, trained) counters per reported item are pinned exactly."""
+    plan = {
+        "name": "combinators",
+        "resources": {
+            "workers": {
+                "kind": "WorkerSet",
+                "params": {
+                    "num_workers": 2,
+                    "num_envs_per_worker": 2,
+                    "rollout_fragment_length": 8,
+                    "policy": {"algo": "a2c"},
+                },
+            }
+        },
+        "nodes": {
+            "rollouts": {"op": "ParallelRollouts"},
+            "dup": {"op": "Duplicate", "inputs": ["rollouts"]},
+            "wait": {
+                "op": "WaitUntilTimestepsElapsed",
+                "inputs": ["dup"],
+                "params": {"target": 64},
+            },
+            "train": {"op": "TrainOneStep", "inputs": ["wait"]},
+            "pairs": {"op": "Batch", "inputs": ["dup"], "params": {"n": 2}},
+            "flat": {"op": "Flatten", "inputs": ["pairs"]},
+            "union": {
+                "op": "Union",
+                "inputs": ["train", "flat"],
+                "params": {"deterministic": True},
+            },
+            "metrics": {"op": "StandardMetricsReporting", "inputs": ["union"]},
+        },
+        "output": "metrics",
+    }
+    algo = plangraph.compile(plan).build(seed=0)
+    try:
+        seen = []
+        for _ in range(8):
+            r = algo.train()
+            seen.append((r["num_env_steps_sampled"], r["num_env_steps_trained"]))
+        # The first rollout item (32 < 64 env steps sampled) is filtered before training;
+        # every later one is trained once; the other branch re-emits every item.
+        assert seen == [
+            (64, 0),
+            (64, 32),
+            (64, 32),
+            (96, 64),
+            (128, 64),
+            (128, 96),
+            (128, 96),
+            (160, 128),
+        ]
+    finally:
+        algo.stop()
