@@ -27,18 +27,19 @@ from plangraph.ops import (
 
 cfg = PlanConfig(
     env="CartPole-v1",
-    num_workers=1,
-    num_envs_per_worker=4,
-    rollout_fragment_length=4,  # 1 x 4 x 4 = 16 env steps per rollout item
-    train_batch_size=32,  # env steps per replayed train batch
-    train_steps_per_rollout=2,  # round-robin weight of the replay branch
-    buffer_size=50_000,  # replay capacity, env steps
+    num_workers=2,
+    num_envs_per_worker=8,
+    rollout_fragment_length=16,  # 2 x 8 x 16 = 256 env steps per rollout round
+    train_batch_size=128,  # transitions per replayed train batch
+    train_steps_per_rollout=64,  # round-robin weight of the replay branch: updates per round
+    buffer_size=100_000,  # replay capacity, env steps
     learning_starts=1_000,  # env steps stored before replay starts
     prioritized_replay=False,
-    target_network_update_freq=500,  # env steps between target syncs
+    target_network_update_freq=1_024,  # env steps between target syncs (4 rounds)
     target_update_unit="sampled",  # ... counted as env steps "sampled" or "trained"
-    lr=5e-4,
+    lr=1e-3,
     gamma=0.99,
+    n_step=3,  # n-step Q-learning targets
     exploration_steps=10_000,  # env steps over which epsilon anneals 1.0 -> 0.02
     min_env_steps_per_iter=1_000,  # RLlib timesteps_per_iteration
 )
@@ -48,7 +49,8 @@ store_op = ParallelRollouts(mode="bulk_sync", id="rollouts").for_each(
 )
 replay_op = (
     LocalReplay(buffer="@replay", batch_size=cfg.train_batch_size, id="replay_batches")
-    .for_each(TrainOneStep(id="train"))
+    # The workers only sample between rounds: one broadcast after the round's last update.
+    .for_each(TrainOneStep(update_workers_every=cfg.train_steps_per_rollout, id="train"))
     .for_each(
         UpdateTarget(freq=cfg.target_network_update_freq, unit=cfg.target_update_unit, id="target")
     )
@@ -83,6 +85,7 @@ plan = Plan.from_builder(
                 "lr": cfg.lr,
                 "gamma": cfg.gamma,
                 "epsilon_timesteps": cfg.exploration_steps,
+                "n_step": cfg.n_step,
             },
         ),
         "replay": replay_buffer(

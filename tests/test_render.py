@@ -151,7 +151,7 @@ def test_resources_are_cylinders_with_dashed_read_write_edges() -> None:
     reads = edge_stmt(dot, "@replay", "replay_batches")
     assert 'style="dashed"' in writes and "label=<writes>" in writes
     assert 'style="dashed"' in reads and "label=<reads>" in reads
-    assert "capacity = 50000" in node_stmt(dot, "@replay")
+    assert "capacity = 100000" in node_stmt(dot, "@replay")
     # The learner writes the weights its rollouts read: that edge must not move ranks.
     assert "constraint=false" in edge_stmt(dot, "train", "@workers")
     assert "constraint=false" not in edge_stmt(dot, "@workers", "rollouts")
@@ -160,13 +160,13 @@ def test_resources_are_cylinders_with_dashed_read_write_edges() -> None:
 def test_concurrently_shows_mode_weights_and_output_indexes() -> None:
     dot = to_dot(seed("dqn"))
     stmt = node_stmt(dot, "concurrently")
-    for text in ("mode = round_robin", "output_indexes = [1]", "weights = [1, 2]"):
+    for text in ("mode = round_robin", "output_indexes = [1]", "weights = [1, 64]"):
         assert text in stmt, stmt
     driven = edge_stmt(dot, "store", "concurrently")
     assert "input 0 \u00b7 weight 1 \u00b7 driven, not output" in driven
     assert f'color="{PASSIVE_EDGE["color"]}"' in driven
     emitted = edge_stmt(dot, "target", "concurrently")
-    assert "input 1 \u00b7 weight 2 \u00b7 output" in emitted
+    assert "input 1 \u00b7 weight 64 \u00b7 output" in emitted
 
 
 def test_broken_plan_marks_the_failing_node_and_edge() -> None:

@@ -140,6 +140,16 @@ def test_dqn_double_q_target_td_error_and_huber_loss() -> None:
     assert weighted["loss"] == pytest.approx(0.25)
 
 
+def test_dqn_n_step_rows_bootstrap_with_gamma_to_the_n_steps() -> None:
+    # Row 0 spans 3 steps: y = 1 + 0.5**3 * Q_target(2, a* = 1) = 1 + 0.125 * 2 = 1.25,
+    # td = Q(1, 0) - y = -0.25. Row 1 (terminated) is unaffected: td = 1.
+    policy = _linear_dqn(double_q=True)
+    batch = _dqn_batch()
+    batch["n_steps"] = np.array([3, 2])
+    _, stats = policy.compute_gradients(batch)
+    np.testing.assert_array_equal(stats["td_error"], np.array([-0.25, 1.0], np.float32))
+
+
 def test_dqn_vanilla_target_uses_target_max() -> None:
     # y = 1 + 0.5 * max Q_target(2) = 1 + 0.5 * 6 = 4 -> td = -3; huber = 3 - 0.5 = 2.5
     policy = _linear_dqn(double_q=False)

@@ -11,6 +11,7 @@ import numpy as np
 from plangraph.rl.postprocessing import (
     compute_advantages,
     compute_gae,
+    compute_n_step_returns,
     compute_returns,
     continues_flat,
 )
@@ -121,3 +122,31 @@ def test_same_episode_split_across_fragments_is_not_rejoined_out_of_order() -> N
     np.testing.assert_array_equal(continues_flat(wrong), [True, False, True, False])
     right = SampleBatch.concat_samples([first, second])
     np.testing.assert_array_equal(continues_flat(right), [True, True, True, False])
+
+
+def test_n_step_returns_stop_at_episode_ends_and_fragment_cut() -> None:
+    # rows 0-2: episode A ends after row 2 (terminated or truncated: the sum stops either
+    # way); rows 3-6: episode B, fragment cut after row 6. Rewards 1, 2, 4, ... tell the
+    # rows apart; gamma = 0.5, n = 3.
+    rewards = np.array([1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0])
+    cont = np.array([True, True, False, True, True, True, False])
+    returns, steps = compute_n_step_returns(rewards, cont, 3, G)
+    # row 0: 1 + .5*2 + .25*4 = 3; row 1: 2 + 2 = 4 (episode ends at 2); row 2: 4;
+    # row 3: 8 + 8 + 8 = 24; row 4: 16 + 16 + 16 = 48; row 5: 32 + 32 (cut); row 6: 64.
+    np.testing.assert_array_equal(returns, [3.0, 4.0, 4.0, 24.0, 48.0, 64.0, 64.0])
+    np.testing.assert_array_equal(steps, [3, 2, 1, 3, 3, 2, 1])
+    assert returns.dtype == np.float32 and steps.dtype == np.int64
+
+
+def test_n_step_returns_with_n_1_are_the_rewards_and_vectorise_over_sub_envs() -> None:
+    rewards = np.arange(12, dtype=np.float64).reshape(4, 3)  # [T=4, N=3]
+    cont = np.ones((4, 3), dtype=bool)
+    cont[-1] = False
+    one, steps = compute_n_step_returns(rewards, cont, 1, G)
+    np.testing.assert_array_equal(one, rewards)
+    np.testing.assert_array_equal(steps, np.ones((4, 3)))
+    two, steps = compute_n_step_returns(rewards, cont, 2, G)
+    for k in range(3):
+        col, col_steps = compute_n_step_returns(rewards[:, k], cont[:, k], 2, G)
+        np.testing.assert_array_equal(two[:, k], col)
+        np.testing.assert_array_equal(steps[:, k], col_steps)

@@ -109,6 +109,25 @@ def test_dqn_next_obs_is_final_obs_at_episode_end() -> None:
     # next_obs t: sub-env 0 -> 1, 2 (final), 1, 2 (final), 1; sub-env 1 -> 1, 2, 3 (final), 1, 2
     np.testing.assert_array_equal(b["next_obs"][:, 0], [1, 2, 1, 2, 1, 1, 2, 3, 1, 2])
     assert "advantages" not in b and b["next_obs"].dtype == np.float32
+    assert "n_steps" not in b  # one-step DQN keeps the plain transitions
+
+
+def test_dqn_n_step_transitions_stop_at_episode_ends_and_the_cut() -> None:
+    cfg = DQNConfig(hiddens=(8,), n_step=2, gamma=0.5)
+    worker = RolloutWorker(_chain_creator(), 2, 5, cfg, seed=0)
+    b = worker.sample()
+    # Sub-env 0 (rows 0-4): obs t = 0,1 | 0,1 | 0, terminated after 2 steps, cut after
+    # row 4. Sub-env 1 (rows 5-9): t = 0,1,2 truncated at 3 | 0,1, cut after row 9.
+    np.testing.assert_array_equal(b["n_steps"], [2, 1, 2, 1, 1, 2, 2, 1, 2, 1])
+    np.testing.assert_array_equal(b["rewards"], [1.5, 1, 1.5, 1, 1, 1.5, 1.5, 1, 1.5, 1])
+    # next_obs is the state n_steps later: final obs 2 / 3 at the episode ends, the obs
+    # after the cut at row 4 (1) and row 9 (2).
+    np.testing.assert_array_equal(b["next_obs"][:, 0], [2, 2, 2, 2, 1, 2, 3, 3, 2, 2])
+    np.testing.assert_array_equal(b["terminateds"], [1, 1, 1, 1, 0, 0, 0, 0, 0, 0])
+    np.testing.assert_array_equal(b["truncateds"], [0, 0, 0, 0, 0, 0, 1, 1, 0, 0])
+    # The one-step view (obs, actions) and the episode statistics are unchanged.
+    np.testing.assert_array_equal(b["obs"][:, 0], b["t"].astype(np.float32))
+    np.testing.assert_array_equal(b.episode_returns, [2.0, 3.0, 2.0])
 
 
 def _cartpole_limit15() -> gym.Env:

@@ -188,6 +188,7 @@ def test_dqn_target_updates_exactly_at_each_multiple(unit: str) -> None:
             "rollout_fragment_length": 4,
             "learning_starts": 16,
             "train_batch_size": 8,
+            "train_steps_per_rollout": 2,
             "target_network_update_freq": freq,
             "target_update_unit": unit,
             "min_env_steps_per_iter": 0,
@@ -212,6 +213,38 @@ def test_dqn_target_updates_exactly_at_each_multiple(unit: str) -> None:
             assert synced == (r["num_target_updates"] > prev_updates)
             prev_updates = r["num_target_updates"]
         assert prev_updates >= 2
+    finally:
+        algo.stop()
+
+
+def test_train_one_step_broadcasts_every_n_updates() -> None:
+    """DQN's TrainOneStep(update_workers_every=k): the rollout worker holds the learner's
+    weights exactly when a multiple of k updates has been made, and stale ones otherwise."""
+    import ray
+
+    k = 4
+    algo = build(
+        "dqn",
+        {
+            "num_workers": 1,
+            "num_envs_per_worker": 2,
+            "rollout_fragment_length": 4,
+            "learning_starts": 16,
+            "train_batch_size": 8,
+            "train_steps_per_rollout": k,
+            "min_env_steps_per_iter": 0,
+        },
+        seed=0,
+    )
+    try:
+        ws = algo.ctx.worker_sets["workers"]
+        for i in range(1, 3 * k + 1):
+            r = algo.train()  # one update per iteration
+            assert r["counters"]["num_updates/train"] == i
+            remote = ray.get(ws.remote_workers[0].get_weights.remote())
+            local = ws.local_policy.get_weights()
+            same = all(np.array_equal(remote[name], local[name]) for name in local)
+            assert same == (i % k == 0), i
     finally:
         algo.stop()
 

@@ -133,12 +133,25 @@ class TrainOneStepParams(OpParams):
     whole batch (A2C). Otherwise ``num_sgd_iter`` epochs over shuffled minibatches of
     ``sgd_minibatch_size`` rows (PPO); stats are the last epoch's mean. Adds the batch's
     env steps once to counter ``num_env_steps_trained``.
+
+    The broadcast follows every update by default. A replay plan that runs ``k`` updates
+    between two rollout rounds (DQN: round-robin weight ``k``) may set
+    ``update_workers_every=k``: the workers then receive the weights once, after the last
+    update of the round, which is what their next rollout would have used anyway.
     """
 
     workers: ResourceRef = Field("@workers", description=_WORKERS_DESC)
     num_sgd_iter: int = Field(1, ge=1, description="Epochs over each train batch.")
     sgd_minibatch_size: int = Field(
         0, ge=0, description="Rows (env steps) per minibatch; 0 = the whole batch."
+    )
+    update_workers_every: int = Field(
+        1,
+        ge=1,
+        description=(
+            "Broadcast the weights after every n-th update (1: after each update). Rollouts "
+            "that run between two broadcasts use weights up to n - 1 updates old."
+        ),
     )
 
 

@@ -80,6 +80,15 @@ class DQNConfig(_PolicyBase):
     epsilon_timesteps: int = Field(
         10_000, ge=0, description="Env steps sampled over which eps anneals linearly."
     )
+    n_step: int = Field(
+        1,
+        ge=1,
+        description=(
+            "n-step Q-learning targets (Sutton & Barto 2018, sec. 7.1; Hessel et al. 2018): "
+            "sum up to n discounted rewards within one episode and fragment, then bootstrap "
+            "with gamma**k from the state k <= n steps later. 1 = one-step DQN."
+        ),
+    )
 
 
 PolicyConfig = Annotated[A2CConfig | PPOConfig | DQNConfig, Field(discriminator="algo")]

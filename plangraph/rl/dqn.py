@@ -7,6 +7,10 @@ For a batch of transitions ``(s, a, r, s', terminated)``:
     td    = Q(s, a) - y
     L     = mean_i[ w_i * huber_delta(td_i) ]     w_i = batch["weights"] if present, else 1
 
+With ``n_step > 1`` the batch rows are n-step transitions (see ``RolloutWorker``): ``r``
+is the discounted sum of ``k <= n_step`` rewards, ``s'`` the state ``k`` steps later, and
+the bootstrap is discounted by ``gamma ** k`` (column ``n_steps``).
+
 Truncated transitions bootstrap (only ``terminated`` zeroes the target); ``next_obs`` of a
 truncated step is the final observation of the episode. ``huber_delta(x)`` is ``x^2 / 2``
 for ``|x| <= delta`` and ``delta (|x| - delta / 2)`` beyond. The target network is a copy
@@ -44,7 +48,9 @@ class DQNPolicy(TorchPolicy):
         _SB.NEXT_OBS,
         _SB.TERMINATEDS,
         _SB.WEIGHTS,
+        _SB.N_STEPS,
     )
+    optional_loss_columns = (_SB.WEIGHTS, _SB.N_STEPS)
 
     def _build_model(self) -> QNetwork:
         model = QNetwork(
@@ -106,7 +112,11 @@ class DQNPolicy(TorchPolicy):
             else:
                 q_next = q_next_target.max(dim=1).values
             not_done = 1.0 - t[_SB.TERMINATEDS].float()
-            target = t[_SB.REWARDS].float() + cfg.gamma * not_done * q_next
+            if _SB.N_STEPS in t:
+                discount = torch.pow(cfg.gamma, t[_SB.N_STEPS].float())
+            else:
+                discount = torch.tensor(cfg.gamma)
+            target = t[_SB.REWARDS].float() + discount * not_done * q_next
         td = q_t - target
         per_row = F.huber_loss(q_t, target, reduction="none", delta=cfg.huber_delta)
         if _SB.WEIGHTS in t:

@@ -87,6 +87,8 @@ class TorchPolicy:
 
     #: batch columns the loss reads (converted to tensors once per ``train`` call)
     loss_columns: tuple[str, ...] = ()
+    #: the ones among them a batch may lack (e.g. ``weights`` without prioritized replay)
+    optional_loss_columns: tuple[str, ...] = (SampleBatch.WEIGHTS,)
 
     def __init__(
         self,
@@ -117,7 +119,7 @@ class TorchPolicy:
             torch.manual_seed(int(seed))
             self.model = self._build_model()
         self._params = [p for p in self.model.parameters() if p.requires_grad]
-        self.optimizer = torch.optim.Adam(self._params, lr=self.cur_lr, eps=1e-5)
+        self.optimizer = _adam(self._params, self.cur_lr)
 
     # --- to implement -----------------------------------------------------------------
     def _build_model(self) -> torch.nn.Module:
@@ -152,7 +154,9 @@ class TorchPolicy:
     # --- batches ----------------------------------------------------------------------
     def _tensors(self, batch: SampleBatch) -> dict[str, torch.Tensor]:
         cols = [c for c in self.loss_columns if c in batch]
-        missing = [c for c in self.loss_columns if c not in batch and c != SampleBatch.WEIGHTS]
+        missing = [
+            c for c in self.loss_columns if c not in batch and c not in self.optional_loss_columns
+        ]
         if missing:
             raise KeyError(
                 f"{type(self).__name__} needs batch columns {missing}, batch has "
@@ -311,6 +315,19 @@ class TorchPolicy:
         self._action_rng.bit_generator.state = state["action_rng"]
         self._sgd_rng.bit_generator.state = state["sgd_rng"]
         self.set_global_vars({"timestep": state["global_timestep"]})
+
+
+def _adam(params: list[torch.nn.Parameter], lr: float) -> torch.optim.Adam:
+    """Adam (eps 1e-5), as one fused kernel where torch has it for these parameters.
+
+    The learner makes thousands of steps on small MLPs, where the per-tensor Python loop
+    of the default implementation costs more than the arithmetic (a DQN update: 0.3 ms of
+    Adam out of 1 ms); the fused kernel computes the same update.
+    """
+    try:
+        return torch.optim.Adam(params, lr=lr, eps=1e-5, fused=True)
+    except (RuntimeError, TypeError, ValueError):  # no fused kernel for this device/dtype
+        return torch.optim.Adam(params, lr=lr, eps=1e-5)
 
 
 def _merge_minibatch_stats(last: list[tuple[np.ndarray, Stats]], count: int) -> Stats:

@@ -84,6 +84,55 @@ def compute_returns(
     return out.astype(np.float32)
 
 
+def compute_n_step_returns(
+    rewards: np.ndarray, continues: np.ndarray, n: int, gamma: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """n-step returns for n-step Q-learning targets (Sutton & Barto 2018, sec. 7.1).
+
+    For row ``t`` the return sums the rewards of rows ``t .. t + k - 1`` of the same
+    trajectory, ``k = min(n, rows up to and including the trajectory's end in this
+    fragment)``:
+
+        R_t = sum_{i < k} gamma^i r_{t+i}
+
+    so the target is ``R_t + gamma^k (1 - terminated_{t+k-1}) Q'(next_obs_{t+k-1})``. The
+    sum stops at every ``continues == False`` (episode end or fragment cut), so it never
+    crosses a reset; rows near a cut bootstrap earlier (``k < n``) from the observation
+    after the cut.
+
+    Args:
+        rewards: float ``[T, ...]`` one-step rewards ``r_t``.
+        continues: bool ``[T, ...]`` (module doc); False at the last row of a fragment.
+        n: the largest number of rewards per return (>= 1).
+        gamma: discount factor.
+
+    Returns:
+        ``(returns float32 [T, ...], steps int64 [T, ...])``: ``R_t`` and ``k``; row
+        ``t + steps[t] - 1`` holds the transition's ``next_obs`` and ``terminateds``.
+
+    Raises:
+        ValueError: ``n < 1``.
+    """
+    if n < 1:
+        raise ValueError(f"n-step returns need n >= 1, got {n}")
+    rewards = np.asarray(rewards, dtype=np.float64)
+    cont = np.asarray(continues, dtype=bool)
+    horizon = rewards.shape[0]
+    returns = rewards.copy()
+    steps = np.ones(rewards.shape, dtype=np.int64)
+    # chain[t]: the row after the last one summed for row t continues t's trajectory.
+    chain = cont.copy()
+    discount = 1.0
+    for i in range(1, min(n, horizon)):
+        discount *= gamma
+        add = chain[: horizon - i]
+        returns[: horizon - i] += np.where(add, discount * rewards[i:], 0.0)
+        steps[: horizon - i] += add
+        chain[: horizon - i] = add & cont[i:]
+        chain[horizon - i :] = False
+    return returns.astype(np.float32), steps
+
+
 def continues_flat(batch: SampleBatch) -> np.ndarray:
     """``continues`` for a flat (row-major) batch; bool ``[B]``.
 

@@ -24,7 +24,11 @@ Postprocessing (on the worker, before flattening):
   weights do not change within a fragment), ``bootstrap_values`` (0 on termination,
   ``V(final obs)`` on truncation, ``V(s_{t+1})`` otherwise, ``V(last obs)`` at the fragment
   cut), then GAE(lambda) vectorised over sub-envs (``postprocessing.compute_gae``).
-* ``dqn``: ``next_obs`` (the final observation at an episode end).
+* ``dqn``: ``next_obs`` (the final observation at an episode end). With ``n_step > 1``
+  each row becomes an n-step transition (``_n_step_transitions``): ``rewards`` holds the
+  discounted sum of up to ``n_step`` rewards of the same episode within the fragment,
+  ``next_obs``/``terminateds``/``truncateds`` are those of the last step summed and
+  ``n_steps`` counts the steps, so the learner bootstraps with ``gamma ** n_steps``.
 
 Episode statistics (undiscounted return, length in env steps) of every episode that ends
 during ``sample()`` travel on the batch (``episode_returns``/``episode_lengths``). An
@@ -46,7 +50,7 @@ import torch
 from plangraph.rl.a2c import ActorCriticPolicy
 from plangraph.rl.dqn import DQNPolicy
 from plangraph.rl.policy import TorchPolicy, as_policy_config, make_policy
-from plangraph.rl.postprocessing import compute_gae
+from plangraph.rl.postprocessing import compute_gae, compute_n_step_returns
 from plangraph.rl.sample_batch import SampleBatch
 from plangraph.rl.seeding import derive_seeds
 
@@ -218,6 +222,8 @@ class RolloutWorker:
             columns.update(self._postprocess_actor_critic(obs_buf, rew_buf, term_buf, finals))
         elif isinstance(policy, DQNPolicy):
             columns[_SB.NEXT_OBS] = self._next_obs(obs_buf, finals)
+            if self.config.n_step > 1:
+                columns.update(self._n_step_transitions(columns))
         rows = n * horizon
         self.num_env_steps_sampled += rows
         return SampleBatch(
@@ -273,6 +279,30 @@ class RolloutWorker:
         for t, k, f in finals:
             next_obs[k, t] = f
         return next_obs
+
+    def _n_step_transitions(self, columns: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Row ``(k, t)`` becomes the transition from ``s_t`` over ``m <= n_step`` steps.
+
+        ``rewards`` := the discounted sum of ``m`` rewards, ``next_obs``, ``terminateds``
+        and ``truncateds`` := those of row ``t + m - 1``, plus ``n_steps = m``. The sum
+        stops at an episode end and at the fragment cut (``compute_n_step_returns``).
+        """
+        rew, term = columns[_SB.REWARDS], columns[_SB.TERMINATEDS]
+        continues = ~(term | columns[_SB.TRUNCATEDS])
+        continues[:, -1] = False
+        returns, steps = compute_n_step_returns(
+            rew.T, continues.T, self.config.n_step, self.config.gamma
+        )
+        steps = np.ascontiguousarray(steps.T)
+        last = np.arange(rew.shape[1])[None, :] + steps - 1
+        sub_env = np.arange(rew.shape[0])[:, None]
+        return {
+            _SB.REWARDS: np.ascontiguousarray(returns.T),
+            _SB.NEXT_OBS: columns[_SB.NEXT_OBS][sub_env, last],
+            _SB.TERMINATEDS: term[sub_env, last],
+            _SB.TRUNCATEDS: columns[_SB.TRUNCATEDS][sub_env, last],
+            _SB.N_STEPS: steps,
+        }
 
     # --- weights ----------------------------------------------------------------------
     def get_weights(self) -> dict[str, np.ndarray]:

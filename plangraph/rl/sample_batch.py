@@ -15,6 +15,10 @@ column               dtype        meaning
 ``terminateds``      bool         ``s_{t+1}`` is terminal (MDP end: bootstrap with 0)
 ``truncateds``       bool         episode cut by a time limit after this step (not terminal)
 ``next_obs``         space dtype  ``s_{t+1}``; the final observation at an episode end (DQN)
+``n_steps``          int64        DQN with ``n_step > 1``: env steps ``k`` the row spans;
+                                  ``rewards`` is then the discounted sum of those ``k``
+                                  rewards and ``next_obs``/``terminateds``/``truncateds``
+                                  belong to the last of them (bootstrap with ``gamma**k``)
 ``action_logp``      float32      ``log pi(a_t | s_t)`` of the behaviour policy
 ``action_dist_inputs`` float32    behaviour policy logits ``[B, num_actions]``
 ``vf_preds``         float32      ``V(s_t)`` of the behaviour policy
@@ -64,6 +68,7 @@ class SampleBatch:
     TERMINATEDS = "terminateds"
     TRUNCATEDS = "truncateds"
     NEXT_OBS = "next_obs"
+    N_STEPS = "n_steps"
     ACTION_LOGP = "action_logp"
     ACTION_DIST_INPUTS = "action_dist_inputs"
     VF_PREDS = "vf_preds"

@@ -299,6 +299,8 @@ def _train_one_step(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIte
         for n in _upstream_ops(ctx.compiled, node.id, "LocalReplay")
         if hasattr(ctx.buffer(n.params.buffer), "update_priorities")
     ]
+    # Counted in the (checkpointed) metrics, so a restored run keeps its broadcast phase.
+    updates_key = f"num_updates/{node.id}"
 
     def train(batch: Any) -> TrainInfo:
         metrics = get_metrics()
@@ -313,7 +315,12 @@ def _train_one_step(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIte
         metrics.counters[TRAINED] += count
         scalars = _scalar_stats(stats)
         metrics.info["learner"] = scalars
-        _broadcast(ctx, ws)
+        if p.update_workers_every == 1:
+            _broadcast(ctx, ws)
+        else:
+            metrics.counters[updates_key] += 1
+            if metrics.counters[updates_key] % p.update_workers_every == 0:
+                _broadcast(ctx, ws)
         return TrainInfo(scalars, count)
 
     return inputs[0].for_each(timed(node.id, train), name=node.id)

@@ -1,0 +1,249 @@
+"""Learning benchmark: train the seed plans on CartPole-v1 until solved; print a table.
+
+For every (plan, seed) the plan JSON (``plans/<plan>.json``) is compiled, built with
+``--num-workers`` rollout workers and trained one iteration at a time until
+``episode_return_mean`` (training episodes, last 100) reaches ``--target`` or
+``num_env_steps_sampled`` reaches the plan's budget (env steps). Each row reports:
+
+* ``solved``: reached the target within the budget;
+* ``env steps``: ``num_env_steps_sampled`` at the first iteration with the target met
+  (else at the end, shown with ``>``);
+* ``wall s``: seconds from ``build()`` (rollout-worker actors start-up included) to that
+  iteration; Ray's own start-up is excluded and printed once, separately;
+* ``train s``: the same, without the build (``time_total_s`` of the run);
+* ``env steps/s``: ``num_env_steps_sampled / train s``.
+
+Usage::
+
+    .venv/bin/python tools/train_all.py                      # all four plans, seeds 0 1 2
+    .venv/bin/python tools/train_all.py --plans ppo dqn --seeds 0 1 --budget dqn=150000
+    .venv/bin/python tools/train_all.py --plans ppo --set ppo.lr=1e-3 --verbose
+
+Prints a markdown table (``--json PATH`` also writes the rows). Exit status 1 when a run
+did not solve within its budget.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+PLANS_DIR = ROOT / "plans"
+
+BUDGETS: dict[str, int] = {
+    "ppo": 300_000,
+    "dqn": 200_000,
+    "a2c": 500_000,
+    "a2c_microbatch": 500_000,
+}
+"""Env steps (sampled) within which each seed plan must solve CartPole-v1 (the issue)."""
+
+
+@dataclass(frozen=True)
+class RunRow:
+    """One (plan, seed) learning run; steps in env steps sampled, times in seconds."""
+
+    plan: str
+    seed: int
+    solved: bool
+    env_steps: int
+    wall_s: float
+    train_s: float
+    env_steps_per_s: float
+    budget: int
+    final_return: float | None
+    best_return: float | None
+
+
+def train_one(
+    plan: str,
+    seed: int,
+    *,
+    budget: int,
+    target: float,
+    env: str,
+    num_workers: int,
+    config: dict[str, Any] | None = None,
+    verbose: bool = False,
+) -> RunRow:
+    """Train ``plans/<plan>.json`` until ``episode_return_mean >= target`` or ``budget``
+    env steps; Ray must already be running (``ensure_ray``)."""
+    import plangraph
+
+    compiled = plangraph.compile(PLANS_DIR / f"{plan}.json", config=config or None)
+    started = time.perf_counter()
+    algo = compiled.build(env=env, num_workers=num_workers, seed=seed)
+    try:
+        best: float | None = None
+        result: dict[str, Any] = {}
+        while True:
+            result = algo.train()
+            ret = result.get("episode_return_mean")
+            if ret is not None:
+                best = ret if best is None else max(best, ret)
+            steps = int(result["num_env_steps_sampled"])
+            if verbose:
+                print(
+                    f"  {plan} seed={seed} it={result['iteration']:4d} steps={steps:7d} "
+                    f"return={ret if ret is None else round(ret, 1)} "
+                    f"t={result['time_total_s']:.1f}s",
+                    file=sys.stderr,
+                    flush=True,
+                )
+            solved = ret is not None and ret >= target
+            if solved or steps >= budget:
+                break
+        wall = time.perf_counter() - started
+        train_s = float(result["time_total_s"])
+        return RunRow(
+            plan=plan,
+            seed=seed,
+            solved=solved,
+            env_steps=steps,
+            wall_s=wall,
+            train_s=train_s,
+            env_steps_per_s=steps / train_s if train_s > 0 else 0.0,
+            budget=budget,
+            final_return=result.get("episode_return_mean"),
+            best_return=best,
+        )
+    finally:
+        algo.stop()
+
+
+def markdown_table(rows: list[RunRow]) -> str:
+    """The rows as a GitHub markdown table."""
+    lines = [
+        "| plan | seed | solved? | env steps to solve | wall s to solve | train s "
+        "| env steps/s | budget | final return |",
+        "|---|---:|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        steps = f"{r.env_steps:,}" if r.solved else f"> {r.env_steps:,}"
+        wall = f"{r.wall_s:.1f}" if r.solved else f"({r.wall_s:.1f})"
+        ret = "-" if r.final_return is None else f"{r.final_return:.1f}"
+        lines.append(
+            f"| {r.plan} | {r.seed} | {'yes' if r.solved else 'NO'} | {steps} | {wall} "
+            f"| {r.train_s:.1f} | {r.env_steps_per_s:,.0f} | {r.budget:,} | {ret} |"
+        )
+    return "\n".join(lines)
+
+
+def _parse_value(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def parse_overrides(items: list[str], plans: list[str]) -> dict[str, dict[str, Any]]:
+    """``plan.key=value`` (or ``key=value`` for every plan) -> per-plan config overrides.
+
+    Raises:
+        SystemExit: an item is not of that form.
+    """
+    out: dict[str, dict[str, Any]] = {p: {} for p in plans}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"--set {item!r}: expected plan.key=value or key=value")
+        plan, dot, name = key.partition(".")
+        targets = [plan] if dot else plans
+        name = name if dot else key
+        for p in targets:
+            if p not in out:
+                raise SystemExit(f"--set {item!r}: plan {p!r} is not among --plans {plans}")
+            out[p][name] = _parse_value(value)
+    return out
+
+
+def parse_budgets(items: list[str]) -> dict[str, int]:
+    budgets = dict(BUDGETS)
+    for item in items:
+        plan, sep, value = item.partition("=")
+        if not sep:
+            raise SystemExit(f"--budget {item!r}: expected plan=env_steps")
+        budgets[plan] = int(value)
+    return budgets
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--plans", nargs="+", default=list(BUDGETS), metavar="PLAN")
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2], metavar="SEED")
+    parser.add_argument(
+        "--budget",
+        action="append",
+        default=[],
+        metavar="PLAN=STEPS",
+        help="env-step budget of a plan (default: the issue's budgets)",
+    )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="[PLAN.]KEY=VALUE",
+        help="plan config override (JSON value), e.g. ppo.lr=0.001",
+    )
+    parser.add_argument("--target", type=float, default=475.0, help="episode_return_mean")
+    parser.add_argument("--env", default="CartPole-v1")
+    parser.add_argument("--num-workers", type=int, default=2)
+    parser.add_argument("--json", type=Path, help="also write the rows to this JSON file")
+    parser.add_argument("--verbose", action="store_true", help="one line per iteration")
+    args = parser.parse_args(argv)
+
+    unknown = [p for p in args.plans if not (PLANS_DIR / f"{p}.json").exists()]
+    if unknown:
+        raise SystemExit(f"no plan file plans/<name>.json for {unknown}")
+    budgets = parse_budgets(args.budget)
+    overrides = parse_overrides(args.set, args.plans)
+
+    from plangraph.runtime.algorithm import ensure_ray
+
+    t0 = time.perf_counter()
+    ensure_ray()
+    ray_start_s = time.perf_counter() - t0
+
+    rows: list[RunRow] = []
+    for plan in args.plans:
+        for seed in args.seeds:
+            row = train_one(
+                plan,
+                seed,
+                budget=budgets.get(plan, 500_000),
+                target=args.target,
+                env=args.env,
+                num_workers=args.num_workers,
+                config=overrides[plan],
+                verbose=args.verbose,
+            )
+            rows.append(row)
+            print(
+                f"{plan} seed={seed}: {'solved' if row.solved else 'NOT solved'} at "
+                f"{row.env_steps:,} env steps, {row.wall_s:.1f} s",
+                file=sys.stderr,
+                flush=True,
+            )
+
+    print(
+        f"\n{args.env}, {args.num_workers} rollout workers, target episode_return_mean >= "
+        f"{args.target:g} (last 100 training episodes). Ray start-up (excluded): "
+        f"{ray_start_s:.1f} s.\n"
+    )
+    for plan, cfg in overrides.items():
+        if cfg:
+            print(f"overrides {plan}: {json.dumps(cfg, sort_keys=True)}")
+    print(markdown_table(rows))
+    if args.json:
+        args.json.write_text(json.dumps([asdict(r) for r in rows], indent=2) + "\n")
+    return 0 if all(r.solved for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
