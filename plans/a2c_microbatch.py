@@ -9,6 +9,10 @@ AverageGradients) and applied in one optimizer step::
             .batch(n)
             .for_each(AverageGradients())
             .for_each(ApplyGradients(workers))
+
+Settings: the a2c plan's (lr 5e-3 annealed to 0 over 400k env steps, gamma 0.98, GAE
+lambda 0.95, 1024 env steps per optimizer step) with two 512-step microbatches per step;
+each microbatch is one rollout item of 2 workers x 8 sub-envs x 32 steps.
 """
 
 import math
@@ -28,12 +32,14 @@ cfg = PlanConfig(
     env="CartPole-v1",
     num_workers=2,
     num_envs_per_worker=8,
-    rollout_fragment_length=8,  # 2 x 8 x 8 = 128 env steps per rollout item
-    train_batch_size=512,  # env steps per optimizer step
-    microbatch_size=128,  # env steps per gradient computation
-    lr=1e-3,
-    gamma=0.99,
-    gae_lambda=1.0,
+    rollout_fragment_length=32,  # 2 x 8 x 32 = 512 env steps per rollout item
+    train_batch_size=1024,  # env steps per optimizer step
+    microbatch_size=512,  # env steps per gradient computation: n = 2 per step
+    lr=5e-3,  # at env step 0, annealed linearly ...
+    lr_final=0.0,  # ... to this
+    lr_anneal_steps=400_000,  # ... at this many env steps sampled, then held
+    gamma=0.98,
+    gae_lambda=0.95,
     entropy_coeff=0.01,
     vf_loss_coeff=0.5,
     min_iter_time_s=0.0,
@@ -69,6 +75,7 @@ plan = Plan.from_builder(
             policy={
                 "algo": "a2c",
                 "lr": cfg.lr,
+                "lr_schedule": [[0, cfg.lr], [cfg.lr_anneal_steps, cfg.lr_final]],
                 "gamma": cfg.gamma,
                 "gae_lambda": cfg.gae_lambda,
                 "entropy_coeff": cfg.entropy_coeff,

@@ -99,7 +99,7 @@ def test_explain(capsys: pytest.CaptureFixture[str]) -> None:
     rc, out, _ = _run(capsys, "explain", "plans/a2c_microbatch.json")
     assert rc == 0
     assert out.startswith("plan 'a2c_microbatch': 7 nodes, 1 resource, output 'metrics'")
-    assert "params: n=4\n" in out
+    assert "params: n=2\n" in out
     rc, out, _ = _run(capsys, "explain", "--format", "json", "plans/dqn.py")
     data = json.loads(out)
     assert data["passes"][0] == "load" and data["diagnostics"] == []
@@ -144,7 +144,7 @@ def test_explain_shows_resolved_resource_params_with_defaults(
         'env="CartPole-v1",',
         "num_workers=2,",
         "num_envs_per_worker=8,",
-        "rollout_fragment_length=128",
+        "rollout_fragment_length=64",
         'policy: algo="ppo",',
         "hiddens=[64, 64],",  # a default the plan does not set
         "clip_param=0.2,",

@@ -226,7 +226,7 @@ def test_explain_lists_the_checks_run() -> None:
 def test_to_json_has_no_locations_and_resolved_params() -> None:
     c = plangraph.compile(ROOT / "plans" / "a2c_microbatch.py")
     data = json.loads(c.to_json())
-    assert data["nodes"]["batch"]["params"] == {"n": 4}
+    assert data["nodes"]["batch"]["params"] == {"n": 2}
     assert data["nodes"]["apply"]["input_types"] == ["GradInfo"]
     assert "a2c_microbatch.py" not in c.to_json()
     assert data["resources"]["workers"]["writers"] == ["apply"]

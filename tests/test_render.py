@@ -128,7 +128,7 @@ def test_nodes_are_styled_by_category_with_a_legend() -> None:
 def test_labels_show_bold_id_op_and_resolved_config() -> None:
     stmt = node_stmt(to_dot(seed("a2c")), "concat")
     assert "<B>concat</B>" in stmt and "ConcatBatches" in stmt
-    assert "min_batch_size = 512" in stmt and "(${train_batch_size})" in stmt
+    assert "min_batch_size = 1024" in stmt and "(${train_batch_size})" in stmt
     overridden = node_stmt(to_dot(seed("a2c", config={"train_batch_size": 1000})), "concat")
     assert "min_batch_size = 1000" in overridden
 
@@ -139,7 +139,7 @@ def test_edges_carry_inferred_port_types() -> None:
     assert "label=<GradInfo>" in edge_stmt(dot, "grads", "batch")
     assert "label=<list[GradInfo]>" in edge_stmt(dot, "batch", "average")
     assert "label=<TrainInfo>" in edge_stmt(dot, "apply", "metrics")
-    assert "n = 4" in node_stmt(dot, "batch")  # ceil(512 / 128), resolved
+    assert "n = 2" in node_stmt(dot, "batch")  # ceil(1024 / 512), resolved
 
 
 def test_resources_are_cylinders_with_dashed_read_write_edges() -> None:

@@ -96,7 +96,7 @@ def train_one(
                     file=sys.stderr,
                     flush=True,
                 )
-            solved = ret is not None and ret >= target
+            solved = ret is not None and ret >= target and steps <= budget
             if solved or steps >= budget:
                 break
         wall = time.perf_counter() - started

@@ -160,15 +160,22 @@ def _ref_ok(prop: dict[str, Any]) -> dict[str, Any]:
     if prop.get("$ref") == "#/$defs/ConfigRef" or "discriminator" in prop:
         return prop
     meta = {k: prop.pop(k) for k in ("title", "description", "default") if k in prop}
-    if "items" in prop and isinstance(prop["items"], dict):
-        prop["items"] = _ref_ok(prop["items"])
+    _items_ref_ok(prop)
     if "anyOf" in prop:
         for alt in prop["anyOf"]:
-            if isinstance(alt.get("items"), dict):
-                alt["items"] = _ref_ok(alt["items"])
+            _items_ref_ok(alt)
         prop["anyOf"].append({"$ref": "#/$defs/ConfigRef"})
         return {**prop, **meta}
     return {"anyOf": [prop, {"$ref": "#/$defs/ConfigRef"}], **meta}
+
+
+def _items_ref_ok(prop: dict[str, Any]) -> None:
+    """References inside arrays too: list items and tuple elements (``prefixItems``), e.g.
+    ``lr_schedule: [[0, "${lr}"], ["${lr_anneal_steps}", 0.0]]``."""
+    if isinstance(prop.get("items"), dict):
+        prop["items"] = _ref_ok(prop["items"])
+    if isinstance(prop.get("prefixItems"), list):
+        prop["prefixItems"] = [_ref_ok(p) for p in prop["prefixItems"]]
 
 
 def _allow_refs(model_schema: dict[str, Any]) -> None:
