@@ -160,13 +160,13 @@ def test_resources_are_cylinders_with_dashed_read_write_edges() -> None:
 def test_concurrently_shows_mode_weights_and_output_indexes() -> None:
     dot = to_dot(seed("dqn"))
     stmt = node_stmt(dot, "concurrently")
-    for text in ("mode = round_robin", "output_indexes = [1]", "weights = [1, 64]"):
+    for text in ("mode = round_robin", "output_indexes = [1]", "weights = [1, 16]"):
         assert text in stmt, stmt
     driven = edge_stmt(dot, "store", "concurrently")
     assert "input 0 \u00b7 weight 1 \u00b7 driven, not output" in driven
     assert f'color="{PASSIVE_EDGE["color"]}"' in driven
     emitted = edge_stmt(dot, "target", "concurrently")
-    assert "input 1 \u00b7 weight 64 \u00b7 output" in emitted
+    assert "input 1 \u00b7 weight 16 \u00b7 output" in emitted
 
 
 def test_broken_plan_marks_the_failing_node_and_edge() -> None:
