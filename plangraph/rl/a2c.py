@@ -113,7 +113,9 @@ class A2CPolicy(ActorCriticPolicy):
 
     loss_columns = (_SB.OBS, _SB.ACTIONS, _SB.ADVANTAGES, _SB.VALUE_TARGETS)
 
-    def _loss(self, t: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, Stats]:
+    def _loss(
+        self, t: Mapping[str, torch.Tensor], with_stats: bool = True
+    ) -> tuple[torch.Tensor, Stats]:
         cfg = self.config
         logits = self.model.pi(t[_SB.OBS])
         logp_all = torch.log_softmax(logits, dim=-1)
@@ -127,6 +129,8 @@ class A2CPolicy(ActorCriticPolicy):
         targets = t[_SB.VALUE_TARGETS].float()
         vf_loss = torch.mean((values - targets) ** 2)
         total = policy_loss + cfg.vf_loss_coeff * vf_loss - cfg.entropy_coeff * entropy
+        if not with_stats:
+            return total, {}
         return total, {
             "total_loss": total.item(),
             "policy_loss": policy_loss.item(),

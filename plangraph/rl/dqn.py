@@ -100,7 +100,9 @@ class DQNPolicy(TorchPolicy):
         """Copy the online network into the target network (hard update)."""
         self.target_model.load_state_dict(self.model.state_dict())
 
-    def _loss(self, t: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, Stats]:
+    def _loss(
+        self, t: Mapping[str, torch.Tensor], with_stats: bool = True
+    ) -> tuple[torch.Tensor, Stats]:
         cfg = self.config
         q = self.model(t[_SB.OBS])
         q_t = q.gather(1, t[_SB.ACTIONS].long().unsqueeze(1)).squeeze(1)
@@ -123,6 +125,8 @@ class DQNPolicy(TorchPolicy):
             loss = (t[_SB.WEIGHTS].float() * per_row).mean()
         else:
             loss = per_row.mean()
+        if not with_stats:
+            return loss, {}
         return loss, {
             "loss": loss.item(),
             "mean_q": q_t.mean().item(),

@@ -125,8 +125,11 @@ class TorchPolicy:
     def _build_model(self) -> torch.nn.Module:
         raise NotImplementedError
 
-    def _loss(self, t: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, Stats]:
-        """Scalar loss and stats of one (mini)batch given as tensors."""
+    def _loss(
+        self, t: Mapping[str, torch.Tensor], with_stats: bool = True
+    ) -> tuple[torch.Tensor, Stats]:
+        """Scalar loss and stats of one (mini)batch given as tensors; ``with_stats=False``:
+        the loss only (stats ``{}``), for SGD passes whose stats nobody reads."""
         raise NotImplementedError
 
     def compute_actions(
@@ -166,8 +169,10 @@ class TorchPolicy:
         return {c: to_tensor(batch[c]) for c in cols}
 
     # --- gradients --------------------------------------------------------------------
-    def _grads(self, t: Mapping[str, torch.Tensor]) -> tuple[list[torch.Tensor], Stats]:
-        loss, stats = self._loss(t)
+    def _grads(
+        self, t: Mapping[str, torch.Tensor], with_stats: bool = True
+    ) -> tuple[list[torch.Tensor], Stats]:
+        loss, stats = self._loss(t, with_stats)
         grads = torch.autograd.grad(loss, self._params, allow_unused=True)
         grads = [
             torch.zeros_like(p) if g is None else g
@@ -216,8 +221,8 @@ class TorchPolicy:
             tensors.append(torch.tensor(np.asarray(g), dtype=p.dtype))
         return self._apply(tensors)
 
-    def _learn_on_tensors(self, t: Mapping[str, torch.Tensor]) -> Stats:
-        grads, stats = self._grads(t)
+    def _learn_on_tensors(self, t: Mapping[str, torch.Tensor], with_stats: bool = True) -> Stats:
+        grads, stats = self._grads(t, with_stats)
         stats.update(self._apply(grads))
         return stats
 
@@ -260,7 +265,8 @@ class TorchPolicy:
             final = epoch == num_sgd_iter - 1
             for idx in batch.minibatch_indices(sgd_minibatch_size, rng=self._sgd_rng):
                 idx_t = torch.from_numpy(idx)
-                stats = self._learn_on_tensors({k: v[idx_t] for k, v in t.items()})
+                # Only the last epoch's stats are reported: skip computing the others.
+                stats = self._learn_on_tensors({k: v[idx_t] for k, v in t.items()}, final)
                 steps += 1
                 if final:
                     last.append((idx, stats))

@@ -40,7 +40,9 @@ class PPOPolicy(ActorCriticPolicy):
         _SB.VALUE_TARGETS,
     )
 
-    def _loss(self, t: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, Stats]:
+    def _loss(
+        self, t: Mapping[str, torch.Tensor], with_stats: bool = True
+    ) -> tuple[torch.Tensor, Stats]:
         cfg = self.config
         logits = self.model.pi(t[_SB.OBS])
         logp_all = torch.log_softmax(logits, dim=-1)
@@ -67,6 +69,8 @@ class PPOPolicy(ActorCriticPolicy):
 
         entropy = -(logp_all.exp() * logp_all).sum(-1).mean()
         total = policy_loss + cfg.vf_loss_coeff * vf_loss - cfg.entropy_coeff * entropy
+        if not with_stats:
+            return total, {}
         with torch.no_grad():
             old_logp_all = torch.log_softmax(t[_SB.ACTION_DIST_INPUTS].float(), dim=-1)
             kl = (old_logp_all.exp() * (old_logp_all - logp_all)).sum(-1).mean()
