@@ -408,7 +408,8 @@ def _from_data(data: Any, smap: SourceMap | None) -> Loaded:
         params = s.params(n.get("params"), f"{ptr}/params", node=nid)
         nodes[nid] = Node.model_construct(op=op, inputs=tuple(inputs), params=params)
 
-    if s.diags:
+    def salvaged() -> Loaded:
+        """What the walk recovered, unvalidated, with the diagnostics found so far."""
         plan = Plan.model_construct(
             name=name,
             description=description,
@@ -419,20 +420,14 @@ def _from_data(data: Any, smap: SourceMap | None) -> Loaded:
         )
         plan._source = smap
         return Loaded(plan, smap, s.diags, valid=False)
+
+    if s.diags:
+        return salvaged()
     try:
         plan = Plan.from_dict(data)
     except ValidationError as exc:  # shapes the walk above does not know; keep going
         for e in exc.errors():
             ptr = "/" + "/".join(str(p) for p in e["loc"])
             s.err("PG102", e["msg"], ptr)
-        plan = Plan.model_construct(
-            name=name,
-            description=description,
-            config=config,
-            resources=resources,
-            nodes=nodes,
-            output=output,
-        )
-        plan._source = smap
-        return Loaded(plan, smap, s.diags, valid=False)
+        return salvaged()
     return Loaded(plan.with_source(smap), smap)

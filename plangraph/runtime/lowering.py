@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from plangraph.runtime.build_context import BuildContext
+from plangraph.runtime.build_context import BuildContext, resource_id
 from plangraph.runtime.concurrency import concurrently
 from plangraph.runtime.items import GradInfo, TrainInfo
 from plangraph.runtime.local import LocalIterator
@@ -220,7 +220,7 @@ def _parallel_rollouts(node: Any, inputs: list[Any], ctx: BuildContext) -> Local
 def _local_replay(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIterator[Any]:
     p = node.params
     buffer = ctx.buffer(p.buffer)
-    learning_starts = ctx.compiled.resources[p.buffer[1:]].params.learning_starts
+    learning_starts = ctx.compiled.resources[resource_id(p.buffer)].params.learning_starts
 
     def base(timeout: float | None) -> Iterator[Any]:
         # Not ready (rather than blocking) until learning_starts env steps are stored, so
