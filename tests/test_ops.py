@@ -26,7 +26,7 @@ from plangraph.ops import (
     unregister_op,
     worker_set,
 )
-from plangraph.ops.catalog import ConcurrentlyParams
+from plangraph.ops.builtin.merge import ConcurrentlyParams
 from plangraph.ops.describe import describe_op
 
 DESIGN_OPS = {

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import ray
 
-from plangraph.runtime.iterators import ParallelIterator
+from plangraph.flow.iterators import ParallelIterator
 
 
 @ray.remote(num_cpus=0)

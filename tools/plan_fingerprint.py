@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, help="write the fingerprints as JSON")
     ap.add_argument("--compare", type=Path, help="fingerprints to compare against")
     args = ap.parse_args(argv)
-    from plangraph.runtime.algorithm import ensure_ray
+    from plangraph.runtime.ray_session import ensure_ray
 
     ensure_ray()
     prints = {p: fingerprint(p, ITERATIONS[p]) for p in args.plans}

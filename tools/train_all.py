@@ -204,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     budgets = parse_budgets(args.budget)
     overrides = parse_overrides(args.set, args.plans)
 
-    from plangraph.runtime.algorithm import ensure_ray
+    from plangraph.runtime.ray_session import ensure_ray
 
     t0 = time.perf_counter()
     ensure_ray()

@@ -210,8 +210,12 @@ def get_op(name: str) -> OpSignature:
 
 
 def all_ops() -> dict[str, OpSignature]:
-    """Every registered operator by name, built-ins first in catalog order."""
-    return dict(_OPS)
+    """Every registered operator by name: the built-ins by category (``CATEGORIES``
+    order, declaration order within one), then user operators in registration order."""
+    builtins = sorted(
+        (s for s in _OPS.values() if s.builtin), key=lambda s: CATEGORIES.index(s.category)
+    )
+    return {s.name: s for s in [*builtins, *(s for s in _OPS.values() if not s.builtin)]}
 
 
 def register_resource_kind(kind: ResourceKind, *, replace: bool = False) -> ResourceKind:

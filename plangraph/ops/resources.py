@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from plangraph.ir.plan import Resource
 from plangraph.ops.policies import PolicyConfig
+from plangraph.ops.registry import ResourceKind, register_resource_kind
 
 
 class WorkerSetParams(BaseModel):
@@ -66,3 +67,16 @@ def worker_set(**params: Any) -> Resource:
 def replay_buffer(**params: Any) -> Resource:
     """A ``ReplayBuffer`` resource (params: :class:`ReplayBufferParams`)."""
     return Resource(kind="ReplayBuffer", params=_resource_params(params))
+
+
+register_resource_kind(
+    ResourceKind("WorkerSet", WorkerSetParams, doc=(WorkerSetParams.__doc__ or "").strip())
+)
+register_resource_kind(
+    ResourceKind(
+        "ReplayBuffer",
+        ReplayBufferParams,
+        doc=(ReplayBufferParams.__doc__ or "").strip(),
+        needs_writer_and_reader=True,
+    )
+)

@@ -27,18 +27,6 @@ if TYPE_CHECKING:
 CHECKPOINT_VERSION = 1
 
 
-def ensure_ray(address: str | None = None) -> None:
-    """Start Ray in-process (2+ CPUs as the machine has), or join ``address``; no dashboard."""
-    import ray
-
-    if ray.is_initialized():
-        return
-    if address:
-        ray.init(address=address, include_dashboard=False, configure_logging=False)
-    else:
-        ray.init(address="local", include_dashboard=False, configure_logging=False)
-
-
 class Algorithm:
     """A running plan: worker sets and replay buffers as declared, the dataflow lowered.
 

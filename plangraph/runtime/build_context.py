@@ -15,7 +15,7 @@ import numpy as np
 
 if TYPE_CHECKING:
     from plangraph.compiler import CompiledPlan
-    from plangraph.runtime.metrics import MetricsContext, SharedMetrics
+    from plangraph.flow.metrics import MetricsContext, SharedMetrics
 
 
 def resource_id(ref: str) -> str:
@@ -111,7 +111,7 @@ class BuildContext:
         address: str | None = None,
     ) -> BuildContext:
         from plangraph.rl import WorkerSet, make_replay_buffer
-        from plangraph.runtime.algorithm import ensure_ray
+        from plangraph.runtime.ray_session import ensure_ray
 
         updates: dict[str, Any] = {}
         if env is not None:

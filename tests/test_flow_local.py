@@ -6,10 +6,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from plangraph.runtime.errors import OperatorError
-from plangraph.runtime.iterators import NOT_READY, LocalIterator
-from plangraph.runtime.metrics import get_metrics
-from plangraph.runtime.sentinel import ready_items
+from plangraph.flow.errors import OperatorError
+from plangraph.flow.iterators import NOT_READY, LocalIterator
+from plangraph.flow.metrics import get_metrics
+from plangraph.flow.sentinel import ready_items
 
 
 def counting_source(pulls: list[int], n: int | None = None) -> LocalIterator[int]:

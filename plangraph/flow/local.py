@@ -15,14 +15,11 @@ from __future__ import annotations
 import itertools
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
-from plangraph.runtime.errors import OperatorError
-from plangraph.runtime.metrics import MetricsContext, SharedMetrics, _swap, get_metrics
-from plangraph.runtime.sentinel import NOT_READY, note_local_wait, ready_items
-
-if TYPE_CHECKING:
-    from plangraph.runtime.concurrency import Weight
+from plangraph.flow.errors import OperatorError
+from plangraph.flow.metrics import MetricsContext, SharedMetrics, _swap, get_metrics
+from plangraph.flow.sentinel import END_OF_STREAM, NOT_READY, note_local_wait, ready_items
 
 __all__ = ["BaseIterator", "LocalIterator", "Transform"]
 
@@ -206,11 +203,11 @@ class LocalIterator(Generic[T]):
                     on_fetch_start()
                 except Exception as exc:
                     raise OperatorError.from_exception(node, exc) from exc
-                item = next(it, _DONE)
+                item = next(it, END_OF_STREAM)
                 while item is NOT_READY:
                     yield item
-                    item = next(it, _DONE)
-                if item is _DONE:
+                    item = next(it, END_OF_STREAM)
+                if item is END_OF_STREAM:
                     return
                 result = call(item)
                 while result is NOT_READY:
@@ -307,27 +304,6 @@ class LocalIterator(Generic[T]):
 
         return self._then(apply_zip, node)
 
-    def union(
-        self,
-        *others: LocalIterator[Any],
-        deterministic: bool = False,
-        round_robin_weights: Sequence[Weight] | None = None,
-        output_indexes: Sequence[int] | None = None,
-        seed: int = 0,
-        name: str | None = None,
-    ) -> LocalIterator[Any]:
-        """Union with ``others``; see :func:`plangraph.runtime.concurrency.union`."""
-        from plangraph.runtime.concurrency import union
-
-        return union(
-            [self, *others],
-            deterministic=deterministic,
-            round_robin_weights=round_robin_weights,
-            output_indexes=output_indexes,
-            seed=seed,
-            name=name,
-        )
-
     def duplicate(self, n: int) -> list[LocalIterator[T]]:
         """Split this stream into ``n`` children that each see every item (fan-out).
 
@@ -353,8 +329,8 @@ class LocalIterator(Generic[T]):
                     if not queue:
                         if not parent:
                             parent.append(self._copy(timeout=timeout))
-                        item = next(parent[0], _DONE)
-                        if item is _DONE:
+                        item = next(parent[0], END_OF_STREAM)
+                        if item is END_OF_STREAM:
                             return
                         if item is NOT_READY:
                             yield item
@@ -380,7 +356,7 @@ class LocalIterator(Generic[T]):
         """Pull and return the next ``n`` real items (fewer if the stream ends).
 
         ``NOT_READY`` is skipped, waiting on what the sources report they wait on (no busy
-        loop; see :func:`plangraph.runtime.sentinel.ready_items`), so this also works on
+        loop; see :func:`plangraph.flow.sentinel.ready_items`), so this also works on
         non-blocking streams.
         """
         return list(itertools.islice(ready_items(self), n))
@@ -389,10 +365,3 @@ class LocalIterator(Generic[T]):
         """Print the next ``n`` items (debugging)."""
         for item in self.take(n):
             print(item)
-
-
-class _Done:
-    __slots__ = ()
-
-
-_DONE: Any = _Done()

@@ -17,16 +17,15 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import Any, Literal
 
-from plangraph.runtime.local import LocalIterator
-from plangraph.runtime.metrics import SharedMetrics
-from plangraph.runtime.sentinel import NOT_READY
+from plangraph.flow.local import LocalIterator
+from plangraph.flow.metrics import SharedMetrics
+from plangraph.flow.sentinel import END_OF_STREAM, NOT_READY
 
 __all__ = [
-    "END_OF_SHARD",
+    "END_OF_STREAM",
     "SHARD_ATTR",
-    "EndOfShardType",
     "IteratorShard",
     "RemoteTransform",
     "shard_drop",
@@ -35,30 +34,6 @@ __all__ = [
 ]
 
 SHARD_ATTR = "_plangraph_shard_pipelines"
-
-
-class EndOfShardType:
-    """Returned (not raised) by a shard call when its stream is exhausted.
-
-    Returning a marker avoids the ``StopIteration`` task errors Ray would log as "unhandled"
-    (ray-project/ray#11849). Actor methods may still raise ``StopIteration`` to end a shard.
-    """
-
-    _instance: EndOfShardType | None = None
-
-    def __new__(cls) -> EndOfShardType:
-        if cls._instance is None:
-            cls._instance = super().__new__(cls)
-        return cls._instance
-
-    def __repr__(self) -> str:
-        return "END_OF_SHARD"
-
-    def __reduce__(self) -> str:
-        return "END_OF_SHARD"
-
-
-END_OF_SHARD: Final[EndOfShardType] = EndOfShardType()
 
 
 @dataclass(frozen=True)
@@ -102,7 +77,7 @@ def shard_init(
                 item = bound()
             except StopIteration:
                 return
-            if item is END_OF_SHARD:
+            if item is END_OF_STREAM:
                 return
             yield item
 
@@ -122,7 +97,7 @@ _RETRY_MAX_S = 0.02
 
 
 def shard_next(instance: Any, key: str) -> Any:
-    """The next item of shard pipeline ``key``, or ``END_OF_SHARD``. Runs in the actor.
+    """The next item of shard pipeline ``key``, or ``END_OF_STREAM``. Runs in the actor.
 
     A shard call is a blocking request, so a ``NOT_READY`` from the pipeline (an operator
     asking to be retried) is retried here with a short growing sleep rather than returned.
@@ -136,7 +111,7 @@ def shard_next(instance: Any, key: str) -> Any:
         )
     delay = _RETRY_MIN_S
     while True:
-        item = next(it, END_OF_SHARD)
+        item = next(it, END_OF_STREAM)
         if item is not NOT_READY:
             return item
         time.sleep(delay)
@@ -153,7 +128,7 @@ class IteratorShard:
 
     ``source`` is an iterable or a zero-argument callable returning one (generator objects
     cannot be pickled; pass the generator function). ``next_item()`` returns the next element
-    or ``END_OF_SHARD``; ``repeat=True`` restarts the source forever.
+    or ``END_OF_STREAM``; ``repeat=True`` restarts the source forever.
     """
 
     def __init__(self, source: Iterable[Any] | Callable[[], Iterable[Any]], repeat: bool) -> None:
@@ -167,8 +142,8 @@ class IteratorShard:
     def next_item(self) -> Any:
         restarted = False
         while True:
-            item = next(self._it, END_OF_SHARD)
-            if item is not END_OF_SHARD or not self._repeat or restarted:
+            item = next(self._it, END_OF_STREAM)
+            if item is not END_OF_STREAM or not self._repeat or restarted:
                 return item  # an empty source ends even with repeat=True
             restarted = True
             fresh = self._make()

@@ -1,4 +1,4 @@
-"""Runtime iterators: the public face of the iterator runtime (see docs/CONTRACTS.md).
+"""Flow iterators: the public face of the flow engine (see docs/CONTRACTS.md).
 
 * ``NOT_READY``: the not-ready sentinel, yielded (never raised) by a stream that has no item
   right now; every built-in transform passes it through.
@@ -14,14 +14,13 @@ object refs, ``ray.wait``) because ``ray.util.iter`` is deprecated in Ray 2.x.
 
 from __future__ import annotations
 
-from plangraph.runtime._shard import END_OF_SHARD
-from plangraph.runtime.local import BaseIterator, LocalIterator, Transform
-from plangraph.runtime.metrics import get_metrics
-from plangraph.runtime.parallel import ActorFailureHook, ParallelIterator
-from plangraph.runtime.sentinel import NOT_READY, NotReadyType
+from plangraph.flow.local import BaseIterator, LocalIterator, Transform
+from plangraph.flow.metrics import get_metrics
+from plangraph.flow.parallel import ActorFailureHook, ParallelIterator
+from plangraph.flow.sentinel import END_OF_STREAM, NOT_READY, NotReadyType
 
 __all__ = [
-    "END_OF_SHARD",
+    "END_OF_STREAM",
     "NOT_READY",
     "ActorFailureHook",
     "BaseIterator",

@@ -9,9 +9,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from plangraph.runtime.concurrency import concurrently, union
-from plangraph.runtime.iterators import NOT_READY, LocalIterator
-from plangraph.runtime.metrics import get_metrics
+from plangraph.flow.concurrency import concurrently, union
+from plangraph.flow.iterators import NOT_READY, LocalIterator
+from plangraph.flow.metrics import get_metrics
 
 
 def letters(prefix: str, n: int | None = None) -> LocalIterator[str]:

@@ -31,17 +31,17 @@ from typing import Any, Generic, TypeAlias, TypeVar
 import ray
 from ray.exceptions import RayActorError, RayError, RayTaskError
 
-from plangraph.runtime._shard import (
-    END_OF_SHARD,
+from plangraph.flow._shard import (
+    END_OF_STREAM,
     IteratorShard,
     RemoteTransform,
     shard_init,
     shard_next,
 )
-from plangraph.runtime.errors import OperatorError, _one_line
-from plangraph.runtime.local import LocalIterator, node_name
-from plangraph.runtime.metrics import get_metrics
-from plangraph.runtime.sentinel import NOT_READY, note_pending
+from plangraph.flow.errors import OperatorError, _one_line
+from plangraph.flow.local import LocalIterator, node_name
+from plangraph.flow.metrics import get_metrics
+from plangraph.flow.sentinel import NOT_READY, note_pending
 
 __all__ = ["ActorFailureHook", "ParallelIterator"]
 
@@ -60,7 +60,7 @@ class ParallelIterator(Generic[T]):
     Args:
         actors: the shard actors (any Ray actor handles exposing ``method``).
         method: the zero-argument actor method whose repeated calls form a shard's stream.
-            It ends the shard by raising ``StopIteration`` or returning ``END_OF_SHARD``.
+            It ends the shard by raising ``StopIteration`` or returning ``END_OF_STREAM``.
         name: plan node id of the source, used in error messages.
     """
 
@@ -210,13 +210,13 @@ class ParallelIterator(Generic[T]):
                 refs = None
                 for shard in live:
                     shard.issued.clear()  # don't pin this round's results in memory
-                if any(v is END_OF_SHARD or v is _GONE for v in values):
+                if any(v is END_OF_STREAM or v is _GONE for v in values):
                     live = [
                         s
                         for s, v in zip(live, values, strict=True)
-                        if v is not END_OF_SHARD and v is not _GONE
+                        if v is not END_OF_STREAM and v is not _GONE
                     ]
-                    values = [v for v in values if v is not END_OF_SHARD and v is not _GONE]
+                    values = [v for v in values if v is not END_OF_STREAM and v is not _GONE]
                     shards.check_alive(live)
                 if values:
                     yield values
@@ -294,7 +294,7 @@ class ParallelIterator(Generic[T]):
                             shard.live = False
                             shards.check_alive([s for s in live if s.live])
                         continue
-                    if value is END_OF_SHARD:
+                    if value is END_OF_STREAM:
                         shard.live = False
                         continue
                     if shard.live and not stale:

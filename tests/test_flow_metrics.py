@@ -6,8 +6,8 @@ import pickle
 
 import pytest
 
-from plangraph.runtime.iterators import LocalIterator
-from plangraph.runtime.metrics import (
+from plangraph.flow.iterators import LocalIterator
+from plangraph.flow.metrics import (
     MetricsContext,
     SharedMetrics,
     Timer,

@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 import ray
 
-from plangraph.runtime._shard import SHARD_ATTR
-from plangraph.runtime.concurrency import concurrently
-from plangraph.runtime.errors import OperatorError
-from plangraph.runtime.iterators import ParallelIterator
-from plangraph.runtime.metrics import get_metrics
+from plangraph.flow._shard import SHARD_ATTR
+from plangraph.flow.concurrency import concurrently
+from plangraph.flow.errors import OperatorError
+from plangraph.flow.iterators import ParallelIterator
+from plangraph.flow.metrics import get_metrics
 
 pytestmark = [pytest.mark.usefixtures("ray_session"), pytest.mark.timeout(120)]
 

@@ -24,9 +24,10 @@ from collections.abc import Iterator, Sequence
 from numbers import Real
 from typing import Any, Literal, TypeAlias
 
-from plangraph.runtime.local import LocalIterator
-from plangraph.runtime.metrics import SharedMetrics
-from plangraph.runtime.sentinel import (
+from plangraph.flow.local import LocalIterator
+from plangraph.flow.metrics import SharedMetrics
+from plangraph.flow.sentinel import (
+    END_OF_STREAM,
     NOT_READY,
     IdleWaiter,
     PendingNote,
@@ -133,10 +134,10 @@ def union(
                 for _ in range(quota):
                     note = push_note()
                     try:
-                        item = next(it, _DONE)
+                        item = next(it, END_OF_STREAM)
                     finally:
                         pop_note()
-                    if item is _DONE:
+                    if item is END_OF_STREAM:
                         active.remove(i)
                         progressed = True  # the set of inputs changed: re-check, don't wait
                         break
@@ -222,10 +223,3 @@ def concurrently(
         seed=seed,
         name=name,
     )
-
-
-class _Done:
-    __slots__ = ()
-
-
-_DONE: Any = _Done()

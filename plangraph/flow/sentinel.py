@@ -20,7 +20,9 @@ from collections.abc import Iterable, Iterator
 from typing import Any, Final, TypeVar
 
 __all__ = [
+    "END_OF_STREAM",
     "NOT_READY",
+    "EndOfStreamType",
     "IdleWaiter",
     "NotReadyType",
     "PendingNote",
@@ -52,6 +54,31 @@ class NotReadyType:
 
 
 NOT_READY: Final[NotReadyType] = NotReadyType()
+
+
+class EndOfStreamType:
+    """Type of the ``END_OF_STREAM`` singleton: returned (not raised) where a stream ends.
+
+    ``next(it, END_OF_STREAM)`` in the pull loops, and the value a shard call returns when
+    its stream is exhausted: returning a marker avoids the ``StopIteration`` task errors
+    Ray would log as "unhandled" (ray-project/ray#11849). Survives pickling as itself.
+    """
+
+    _instance: EndOfStreamType | None = None
+
+    def __new__(cls) -> EndOfStreamType:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "END_OF_STREAM"
+
+    def __reduce__(self) -> str:
+        return "END_OF_STREAM"
+
+
+END_OF_STREAM: Final[EndOfStreamType] = EndOfStreamType()
 
 
 class PendingNote:

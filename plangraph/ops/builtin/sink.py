@@ -1,0 +1,47 @@
+"""Built-in sink operators: turn a training stream into one ``Result`` per iteration.
+
+Implementations: ``plangraph/runtime/ops/sink.py``.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from plangraph.ops.builtin._shared import WORKERS_READ, ResourceRef, workers_field
+from plangraph.ops.declare import register_op
+from plangraph.ops.registry import OpParams
+
+__all__ = ["StandardMetricsReporting", "StandardMetricsReportingParams"]
+
+
+class StandardMetricsReportingParams(OpParams):
+    """Turn a training stream into one ``Result`` per training iteration.
+
+    Pulls items until at least ``min_env_steps_per_iter`` env steps were sampled *and*
+    ``min_iter_time_s`` seconds have passed since the last result (both 0: one item, one
+    iteration), then reports episode return/length over the last ``metrics_window``
+    completed episodes, counters, timers and learner stats.
+    """
+
+    workers: ResourceRef = workers_field()
+    min_iter_time_s: float = Field(0.0, ge=0, description="Seconds per iteration, at least.")
+    min_env_steps_per_iter: int = Field(
+        0,
+        ge=0,
+        description="Env steps sampled per iteration, at least (RLlib timesteps_per_iteration).",
+    )
+    metrics_window: int = Field(
+        100, ge=1, description="Completed episodes averaged into episode_return_mean etc."
+    )
+
+
+StandardMetricsReporting = register_op(
+    "StandardMetricsReporting",
+    category="sink",
+    apply="stream",
+    inputs=["Any"],
+    output="Result",
+    params=StandardMetricsReportingParams,
+    resources=WORKERS_READ,
+    builtin=True,
+)

@@ -1,0 +1,48 @@
+"""Built-in source operators: streams that start a plan (RLlib Flow's ``ParallelRollouts``).
+
+Implementations: ``plangraph/runtime/ops/sources.py``.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from plangraph.ops.builtin._shared import WORKERS_READ, ResourceRef, workers_field
+from plangraph.ops.declare import register_op
+from plangraph.ops.registry import OpParams
+
+__all__ = ["ParallelRollouts", "ParallelRolloutsParams"]
+
+
+class ParallelRolloutsParams(OpParams):
+    """Sample batches from the rollout workers.
+
+    Syncs the learner weights to the workers first, then streams ``SampleBatch`` items and
+    adds each item's env steps to counter ``num_env_steps_sampled``.
+    ``bulk_sync``: one fragment from every worker per item, concatenated (a barrier);
+    ``async``: one worker's fragment per item, in completion order. With
+    ``num_workers == 0`` the local worker samples and ``mode`` makes no difference.
+    (RLlib's ``raw`` mode hands out the sharded iterator itself; the IR has no port type
+    for sharded streams, so it is not offered.)
+    """
+
+    workers: ResourceRef = workers_field()
+    mode: Literal["bulk_sync", "async"] = Field(
+        "bulk_sync", description="bulk_sync: all workers per item; async: as each finishes."
+    )
+    num_async: int = Field(
+        1, ge=1, description="Sample requests in flight per worker (async mode only)."
+    )
+
+
+ParallelRollouts = register_op(
+    "ParallelRollouts",
+    category="source",
+    apply="source",
+    output="SampleBatch",
+    params=ParallelRolloutsParams,
+    resources=WORKERS_READ,
+    builtin=True,
+)

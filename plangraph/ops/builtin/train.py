@@ -1,0 +1,161 @@
+"""Built-in train operators: learner updates, gradients, and target-network syncs.
+
+Implementations: ``plangraph/runtime/ops/train.py``.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from plangraph.ops.builtin._shared import WORKERS_READ, WORKERS_WRITE, ResourceRef, workers_field
+from plangraph.ops.declare import register_op
+from plangraph.ops.registry import OpParams
+
+__all__ = [
+    "ApplyGradients",
+    "ApplyGradientsParams",
+    "AverageGradients",
+    "AverageGradientsParams",
+    "ComputeGradients",
+    "ComputeGradientsParams",
+    "TrainOneStep",
+    "TrainOneStepParams",
+    "UpdateTarget",
+    "UpdateTargetParams",
+]
+
+
+class TrainOneStepParams(OpParams):
+    """Update the learner policy on a batch, then broadcast weights to the rollout workers.
+
+    ``num_sgd_iter == 1`` and ``sgd_minibatch_size == 0``: exactly one optimizer step on the
+    whole batch (A2C). Otherwise ``num_sgd_iter`` epochs over shuffled minibatches of
+    ``sgd_minibatch_size`` rows (PPO); stats are the last epoch's mean. Adds the batch's
+    env steps once to counter ``num_env_steps_trained``.
+
+    The broadcast follows every update by default. A replay plan that runs ``k`` updates
+    between two rollout rounds (DQN: round-robin weight ``k``) may set
+    ``update_workers_every=k``: the workers then receive the weights once, after the last
+    update of the round, which is what their next rollout would have used anyway.
+    """
+
+    workers: ResourceRef = workers_field()
+    num_sgd_iter: int = Field(1, ge=1, description="Epochs over each train batch.")
+    sgd_minibatch_size: int = Field(
+        0, ge=0, description="Rows (env steps) per minibatch; 0 = the whole batch."
+    )
+    update_workers_every: int = Field(
+        1,
+        ge=1,
+        description=(
+            "Broadcast the weights after every n-th update (1: after each update). Rollouts "
+            "that run between two broadcasts use weights up to n - 1 updates old."
+        ),
+    )
+
+
+TrainOneStep = register_op(
+    "TrainOneStep",
+    category="train",
+    apply="for_each",
+    inputs=["SampleBatch"],
+    output="TrainInfo",
+    params=TrainOneStepParams,
+    resources=WORKERS_WRITE,
+    builtin=True,
+)
+
+
+class ComputeGradientsParams(OpParams):
+    """Compute the learner's gradients on a batch without applying them.
+
+    Emits ``GradInfo``: the gradient arrays, the learner stats, and the batch's env steps.
+    Touches no counter.
+    """
+
+    workers: ResourceRef = workers_field()
+
+
+ComputeGradients = register_op(
+    "ComputeGradients",
+    category="train",
+    apply="for_each",
+    inputs=["SampleBatch"],
+    output="GradInfo",
+    params=ComputeGradientsParams,
+    resources=WORKERS_READ,
+    builtin=True,
+)
+
+
+class AverageGradientsParams(OpParams):
+    """Combine a list of ``GradInfo`` into one: the element-wise **mean** of the gradients
+    and the **sum** of their env steps.
+
+    Deliberate deviation from RLlib 1.x, which summed the gradients: a mean keeps the
+    step size independent of the number of microbatches (DESIGN.md).
+    """
+
+
+AverageGradients = register_op(
+    "AverageGradients",
+    category="train",
+    apply="for_each",
+    inputs=["list[GradInfo]"],
+    output="GradInfo",
+    params=AverageGradientsParams,
+    builtin=True,
+)
+
+
+class ApplyGradientsParams(OpParams):
+    """One optimizer step with the given gradients, then (by default) a weight broadcast.
+
+    Adds the gradients' env steps to counter ``num_env_steps_trained``.
+    """
+
+    workers: ResourceRef = workers_field()
+    update_workers: bool = Field(
+        True, description="Broadcast the new weights to every rollout worker after the step."
+    )
+
+
+ApplyGradients = register_op(
+    "ApplyGradients",
+    category="train",
+    apply="for_each",
+    inputs=["GradInfo"],
+    output="TrainInfo",
+    params=ApplyGradientsParams,
+    resources=WORKERS_WRITE,
+    builtin=True,
+)
+
+
+class UpdateTargetParams(OpParams):
+    """Sync the DQN target network with the online network every ``freq`` env steps.
+
+    Fires each time the chosen counter (``num_env_steps_sampled`` or
+    ``num_env_steps_trained``) passes a multiple of ``freq``; ``freq == 0`` syncs after
+    every item. Counts syncs in ``num_target_updates``. Passes its input through.
+    """
+
+    workers: ResourceRef = workers_field()
+    freq: int = Field(500, ge=0, description="Env steps between target-network syncs.")
+    unit: Literal["sampled", "trained"] = Field(
+        "sampled", description="Which env-step counter `freq` is measured in."
+    )
+
+
+UpdateTarget = register_op(
+    "UpdateTarget",
+    category="train",
+    apply="for_each",
+    inputs=["TrainInfo"],
+    output="TrainInfo",
+    params=UpdateTargetParams,
+    resources=WORKERS_WRITE,
+    builtin=True,
+)

@@ -1,0 +1,88 @@
+"""Declaring an operator: :func:`register_op`, for built-ins and user operators alike."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from pydantic import BaseModel
+
+from plangraph.ir.types import PortType
+from plangraph.ops.builder import OpFactory, _caller_location
+from plangraph.ops.registry import make_signature, register_signature
+
+__all__ = ["register_op"]
+
+
+def register_op(
+    name: str | None = None,
+    *,
+    category: str,
+    output: str | PortType,
+    apply: str = "for_each",
+    inputs: Sequence[str | PortType] = (),
+    variadic: str | PortType | None = None,
+    min_inputs: int | None = None,
+    params: type[BaseModel] | None = None,
+    doc: str | None = None,
+    resources: Mapping[str, tuple[str, str]] | None = None,
+    check_params: Callable[[Any, int], list[tuple[str, str]]] | None = None,
+    infer_output: Callable[[Sequence[PortType], Any], PortType] | None = None,
+    replace: bool = False,
+    builtin: bool = False,
+) -> Any:
+    """Register a user operator; returns its Python builder (an :class:`OpFactory`).
+
+    Two forms::
+
+        TopK = register_op("TopK", category="combine", inputs=["SampleBatch"],
+                           output="SampleBatch", params=TopKParams)
+
+        @register_op(category="combine", apply="filter", inputs=["SampleBatch"],
+                     output="SampleBatch")
+        class MinEpisodeReturn(OpParams):
+            '''Keep batches whose mean episode return is at least ``threshold``.'''
+            threshold: float = 0.0
+
+    In the decorator form the class is the ``Params`` model, its name the op name and its
+    docstring the op doc. ``inputs``/``output`` are port types as text (``"SampleBatch"``,
+    ``"list[T]"``); ``resources`` maps a param to ``(kind, "read"|"write")``. Raises
+    ``ValueError`` if the name is taken (unless ``replace``) or the signature is
+    inconsistent (e.g. a for_each op without exactly one input).
+
+    plangraph's own operators (``plangraph/ops/builtin/``) are declared the same way with
+    ``builtin=True``: they cannot be replaced or removed, and ``plangraph.runtime`` finds
+    their implementation in the runtime module of their category
+    (``plangraph/runtime/ops/<category>.py``).
+    """
+
+    loc = None if builtin else _caller_location()
+    origin = str(loc) if loc is not None else None
+
+    def _register(op_name: str, model: type[BaseModel] | None) -> OpFactory:
+        sig = make_signature(
+            op_name,
+            category=category,
+            apply=apply,
+            output=output,
+            params=model,
+            inputs=inputs,
+            variadic=variadic,
+            min_inputs=min_inputs,
+            doc=doc,
+            resources=resources,
+            check_params=check_params,
+            infer_output=infer_output,
+            builtin=builtin,
+        )
+        register_signature(dataclasses.replace(sig, origin=origin), replace=replace)
+        return OpFactory(op_name)
+
+    if name is not None:
+        return _register(name, params)
+
+    def decorator(cls: type[BaseModel]) -> OpFactory:
+        return _register(cls.__name__, cls)
+
+    return decorator

@@ -1,0 +1,46 @@
+"""Implementations of the built-in source operators (``plangraph/ops/builtin/sources.py``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from plangraph.flow.local import LocalIterator
+from plangraph.flow.metrics import get_metrics
+from plangraph.flow.parallel import ParallelIterator
+from plangraph.runtime.build_context import BuildContext
+from plangraph.runtime.counters import SAMPLED
+from plangraph.runtime.implementations import register_lowering
+
+
+@register_lowering("ParallelRollouts")
+def _parallel_rollouts(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIterator[Any]:
+    from plangraph.rl import SampleBatch
+
+    p = node.params
+    ws = ctx.worker_set(p.workers)
+    if not ws.remote_workers:
+        stream: LocalIterator[Any] = LocalIterator.from_iterable(
+            lambda: iter(ws.local_worker.sample, None), name=node.id
+        )
+    else:
+
+        def replace(position: int, _actor: Any, _error: Exception) -> Any:
+            # A dead rollout worker is replaced (same index and seeds, current weights);
+            # the fragments already collected from the others are kept.
+            return ws.recreate_worker(position)
+
+        par = ParallelIterator.from_actors(ws.remote_workers, method="sample", name=node.id)
+        if p.mode == "bulk_sync":
+            stream = par.batch_across_shards(on_actor_failure=replace).for_each(
+                SampleBatch.concat_samples, name=node.id
+            )
+        else:
+            stream = par.gather_async(num_async=p.num_async, on_actor_failure=replace)
+
+    def record(batch: Any) -> Any:
+        metrics = get_metrics()
+        metrics.counters[SAMPLED] += batch.env_steps()
+        ctx.episodes.add(batch.episode_returns, batch.episode_lengths)
+        return batch
+
+    return stream.for_each(record, name=node.id)

@@ -1,0 +1,161 @@
+"""Implementations of the built-in train operators (``plangraph/ops/builtin/train.py``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from plangraph.flow.local import LocalIterator
+from plangraph.flow.metrics import get_metrics
+from plangraph.runtime.build_context import BuildContext
+from plangraph.runtime.counters import SAMPLED, TARGET_UPDATES, TRAINED
+from plangraph.runtime.implementations import register_lowering, timed
+from plangraph.runtime.items import GradInfo, TrainInfo
+
+
+def _scalar_stats(stats: dict[str, Any]) -> dict[str, float]:
+    out = {}
+    for key, value in stats.items():
+        if isinstance(value, (int, float, np.floating, np.integer)):
+            out[key] = float(value)
+        elif isinstance(value, np.ndarray) and value.size == 1:
+            out[key] = float(value.item())
+    return out
+
+
+def upstream_ops(compiled: Any, node_id: str, op: str) -> list[Any]:
+    """Nodes running operator ``op`` upstream of ``node_id`` (through any path)."""
+    found, seen, stack = [], set(), list(compiled.nodes[node_id].inputs)
+    while stack:
+        nid = stack.pop()
+        if nid in seen:
+            continue
+        seen.add(nid)
+        node = compiled.nodes[nid]
+        if node.op == op:
+            found.append(node)
+        stack.extend(node.inputs)
+    return found
+
+
+def _broadcast(ctx: BuildContext, ws: Any) -> None:
+    ws.sync_weights(ctx.global_vars())
+
+
+@register_lowering("TrainOneStep")
+def _train_one_step(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIterator[Any]:
+    p = node.params
+    ws = ctx.worker_set(p.workers)
+    # Prioritized replay upstream: TD errors of each update become the new priorities.
+    per_buffers = [
+        ctx.buffer(n.params.buffer)
+        for n in upstream_ops(ctx.compiled, node.id, "LocalReplay")
+        if hasattr(ctx.buffer(n.params.buffer), "update_priorities")
+    ]
+    # Counted in the (checkpointed) metrics, so a restored run keeps its broadcast phase.
+    updates_key = f"num_updates/{node.id}"
+
+    def train(batch: Any) -> TrainInfo:
+        metrics = get_metrics()
+        policy = ws.local_policy
+        policy.set_global_vars(ctx.global_vars())
+        stats = dict(policy.train(batch, p.num_sgd_iter, p.sgd_minibatch_size))
+        td_error = stats.pop("td_error", None)
+        if td_error is not None and per_buffers and "batch_indexes" in batch:
+            for buf in per_buffers:
+                buf.update_priorities(batch["batch_indexes"], np.asarray(td_error))
+        count = batch.env_steps()
+        metrics.counters[TRAINED] += count
+        scalars = _scalar_stats(stats)
+        metrics.info["learner"] = scalars
+        if p.update_workers_every == 1:
+            _broadcast(ctx, ws)
+        else:
+            metrics.counters[updates_key] += 1
+            if metrics.counters[updates_key] % p.update_workers_every == 0:
+                _broadcast(ctx, ws)
+        return TrainInfo(scalars, count)
+
+    return inputs[0].for_each(timed(node.id, train), name=node.id)
+
+
+@register_lowering("ComputeGradients")
+def _compute_gradients(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIterator[Any]:
+    ws = ctx.worker_set(node.params.workers)
+
+    def compute(batch: Any) -> GradInfo:
+        policy = ws.local_policy
+        policy.set_global_vars(ctx.global_vars())
+        grads, stats = policy.compute_gradients(batch)
+        scalars = _scalar_stats(dict(stats))
+        get_metrics().info["learner"] = scalars
+        return GradInfo(list(grads), batch.env_steps(), scalars)
+
+    return inputs[0].for_each(timed(node.id, compute), name=node.id)
+
+
+def average_gradients(infos: list[GradInfo]) -> GradInfo:
+    """Element-wise **mean** of the gradients (RLlib 1.x summed), summed env steps, mean
+    stats. With equal-sized microbatches of a per-row-mean loss this equals the gradient
+    of the whole batch.
+
+    Raises:
+        ValueError: an empty list, or gradient lists of different lengths/shapes.
+    """
+    if not infos:
+        raise ValueError("AverageGradients got an empty list of gradients")
+    n = len(infos[0].grads)
+    if any(len(g.grads) != n for g in infos):
+        raise ValueError("AverageGradients: gradient lists differ in length")
+    grads = [np.mean(np.stack([g.grads[i] for g in infos]), axis=0) for i in range(n)]
+    keys = sorted(set().union(*(g.stats for g in infos)))
+    stats = {k: float(np.mean([g.stats[k] for g in infos if k in g.stats])) for k in keys}
+    return GradInfo(grads, sum(g.count for g in infos), stats)
+
+
+@register_lowering("AverageGradients")
+def _average_gradients(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIterator[Any]:
+    return inputs[0].for_each(timed(node.id, average_gradients), name=node.id)
+
+
+@register_lowering("ApplyGradients")
+def _apply_gradients(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIterator[Any]:
+    p = node.params
+    ws = ctx.worker_set(p.workers)
+
+    def apply(info: GradInfo) -> TrainInfo:
+        metrics = get_metrics()
+        policy = ws.local_policy
+        policy.set_global_vars(ctx.global_vars())
+        extra = policy.apply_gradients(info.grads) or {}
+        metrics.counters[TRAINED] += info.count
+        stats = {**info.stats, **_scalar_stats(dict(extra))}
+        metrics.info["learner"] = stats
+        if p.update_workers:
+            _broadcast(ctx, ws)
+        return TrainInfo(stats, info.count)
+
+    return inputs[0].for_each(timed(node.id, apply), name=node.id)
+
+
+@register_lowering("UpdateTarget")
+def _update_target(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIterator[Any]:
+    p = node.params
+    ws = ctx.worker_set(p.workers)
+    counter = SAMPLED if p.unit == "sampled" else TRAINED
+    last_key = f"last_target_update_ts/{node.id}"
+
+    def update(item: Any) -> Any:
+        metrics = get_metrics()
+        now, last = metrics.counters[counter], metrics.counters[last_key]
+        # Fires once each time the counter passes a multiple of freq (freq 0: every item
+        # that saw progress).
+        due = now > last if p.freq == 0 else now // p.freq > last // p.freq
+        if due:
+            ws.local_policy.update_target()
+            metrics.counters[TARGET_UPDATES] += 1
+            metrics.counters[last_key] = now
+        return item
+
+    return inputs[0].for_each(timed(node.id, update), name=node.id)
