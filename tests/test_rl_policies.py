@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from plangraph.ops.policies import A2CConfig, DQNConfig, PPOConfig
-from plangraph.rl.policy import make_policy
+from plangraph.rl.policies import make_policy
 from plangraph.rl.rollout_worker import RolloutWorker
 from plangraph.rl.sample_batch import SampleBatch
 

@@ -263,8 +263,9 @@ def test_short_learning_run_beats_random() -> None:
 def test_user_operator_runs_in_a_plan() -> None:
     from pydantic import Field
 
-    from plangraph.ops import register_op
+    from plangraph.ops import register_op, unregister_op
     from plangraph.ops.registry import OpParams
+    from plangraph.runtime.implementations import OP_IMPLS
     from plangraph.runtime.lowering import register_impl
 
     @register_op(category="combine", inputs=["SampleBatch"], output="SampleBatch", replace=True)
@@ -312,6 +313,9 @@ def test_user_operator_runs_in_a_plan() -> None:
         assert "scale" in r["timers"]
     finally:
         algo.stop()
+        # The registries are process-wide: leave no test operator behind for other tests.
+        unregister_op("ScaleRewards")
+        OP_IMPLS.pop("ScaleRewards", None)
 
 
 def test_generic_combinators_lowered() -> None:

@@ -47,15 +47,14 @@ def add_config_option(p: argparse.ArgumentParser) -> None:
 
 def parse_overrides(items: list[str]) -> dict[str, Any] | str:
     """``["a=1", "b=x"]`` -> ``{"a": 1, "b": "x"}``, or an error message."""
+    from plangraph.text import parse_key_value
+
     out: dict[str, Any] = {}
     for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
+        pair = parse_key_value(item)
+        if pair is None:
             return f"--set/-c/--config expects KEY=VALUE, got {item!r}"
-        try:
-            out[key] = json.loads(value)
-        except ValueError:
-            out[key] = value
+        out[pair[0]] = pair[1]
     return out
 
 

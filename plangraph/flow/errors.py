@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import traceback
 
+from plangraph.errors import PlangraphError
+
 __all__ = ["OperatorError"]
 
 
-class OperatorError(RuntimeError):
+class OperatorError(PlangraphError, RuntimeError):
     """An operator or actor task of plan node ``node_id`` failed.
 
     Attributes:

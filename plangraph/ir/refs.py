@@ -18,11 +18,12 @@ In Python, :class:`PlanConfig` gives the same references as attributes:
 from __future__ import annotations
 
 import ast
-import difflib
 import math
 import re
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
+
+from plangraph.text import close_matches
 
 __all__ = [
     "CONFIG_KEY_RE",
@@ -147,7 +148,7 @@ class ConfigRef:
         if unknown:
             sugg: list[str] = []
             for k in unknown:
-                sugg += difflib.get_close_matches(k, list(config), n=3, cutoff=0.6)
+                sugg += close_matches(k, config)
             names = ", ".join(repr(k) for k in unknown)
             raise ConfigRefError(
                 f"config reference {self.text!r} names unknown config "
@@ -328,7 +329,7 @@ class PlanConfig(Mapping[str, Any]):
     def __getattr__(self, key: str) -> ConfigExpr:
         values: dict[str, Any] = object.__getattribute__(self, "_values")
         if key.startswith("__") or key not in values:
-            close = difflib.get_close_matches(key, list(values), n=3, cutoff=0.6)
+            close = close_matches(key, values)
             hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
             raise AttributeError(f"config has no key {key!r}{hint}")
         return ConfigExpr(key)

@@ -30,6 +30,7 @@ import sys
 from collections.abc import Iterable
 from typing import Any
 
+from plangraph.errors import PlanError
 from plangraph.ir.plan import Node, canonical_json_value
 from plangraph.ir.refs import ID_RE
 from plangraph.ir.source import Location
@@ -42,7 +43,7 @@ _OWN_DIRS = (os.path.join(_HERE, "ops") + os.sep, os.path.join(_HERE, "ir") + os
 _counter = itertools.count()
 
 
-class PlanBuildError(ValueError):
+class PlanBuildError(PlanError):
     """A plan written in Python cannot be built; ``location`` is the offending call."""
 
     def __init__(self, message: str, location: Location | None = None, code: str = "PG103"):

@@ -20,15 +20,15 @@ and which params are references to resources (read or write). Implementations li
 
 from __future__ import annotations
 
-import difflib
 import inspect
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from plangraph.ir.types import PortType, parse_type
+from plangraph.text import close_matches
 
 __all__ = [
     "APPLY_MODES",
@@ -153,14 +153,6 @@ class ResourceKind:
 
 _OPS: dict[str, OpSignature] = {}
 _KINDS: dict[str, ResourceKind] = {}
-
-
-def close_matches(word: str, candidates: Iterable[str], n: int = 3) -> tuple[str, ...]:
-    """Did-you-mean candidates for ``word`` (case-insensitive, best first)."""
-    cands = list(candidates)
-    lower = {c.lower(): c for c in cands}
-    hits = difflib.get_close_matches(word.lower(), list(lower), n=n, cutoff=0.6)
-    return tuple(lower[h] for h in hits)
 
 
 def register_signature(sig: OpSignature, *, replace: bool = False) -> OpSignature:

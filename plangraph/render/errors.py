@@ -9,9 +9,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from plangraph.errors import RenderError
 
-class RenderError(Exception):
-    """A plan could not be drawn to the requested output."""
+__all__ = [
+    "DotBinaryMissingError",
+    "DotFailedError",
+    "GraphvizPackageMissingError",
+    "RenderError",
+    "UnsupportedFormatError",
+]
 
 
 class UnsupportedFormatError(RenderError):

@@ -4,7 +4,7 @@ Import-light: importing ``plangraph.rl`` loads neither torch, ray nor gymnasium;
 below is imported from its module on first attribute access.
 
 Modules: ``sample_batch`` (SampleBatch), ``postprocessing`` (GAE, returns), ``seeding``,
-``models`` (MLPs), ``policy`` (TorchPolicy, make_policy), ``a2c``, ``ppo``, ``dqn``,
+``models`` (MLPs), ``policy`` (TorchPolicy), ``policies`` (make_policy), ``a2c``, ``ppo``, ``dqn``,
 ``rollout_worker`` (RolloutWorker), ``worker_set`` (WorkerSet), ``sum_tree``,
 ``replay_buffer`` (ReplayBuffer, PrioritizedReplayBuffer, make_replay_buffer).
 """
@@ -21,7 +21,7 @@ _EXPORTS: dict[str, str] = {
     "compute_advantages": "plangraph.rl.postprocessing",
     "derive_seeds": "plangraph.rl.seeding",
     "TorchPolicy": "plangraph.rl.policy",
-    "make_policy": "plangraph.rl.policy",
+    "make_policy": "plangraph.rl.policies",
     "A2CPolicy": "plangraph.rl.a2c",
     "PPOPolicy": "plangraph.rl.ppo",
     "DQNPolicy": "plangraph.rl.dqn",
@@ -55,7 +55,8 @@ __all__ = [
 if TYPE_CHECKING:
     from plangraph.rl.a2c import A2CPolicy
     from plangraph.rl.dqn import DQNPolicy
-    from plangraph.rl.policy import TorchPolicy, make_policy
+    from plangraph.rl.policies import make_policy
+    from plangraph.rl.policy import TorchPolicy
     from plangraph.rl.postprocessing import compute_advantages, compute_gae, compute_returns
     from plangraph.rl.ppo import PPOPolicy
     from plangraph.rl.replay_buffer import (

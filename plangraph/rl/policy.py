@@ -349,31 +349,3 @@ def _merge_minibatch_stats(last: list[tuple[np.ndarray, Stats]], count: int) -> 
         else:
             out[key] = float(np.mean([stats[key] for _, stats in last]))
     return out
-
-
-def make_policy(
-    observation_space: gym.Space[Any],
-    action_space: gym.Space[Any],
-    config: Any,
-    seed: int = 0,
-) -> TorchPolicy:
-    """Build the policy for ``config.algo`` (``"a2c"``, ``"ppo"`` or ``"dqn"``).
-
-    Args:
-        observation_space: Box observation space.
-        action_space: Discrete action space.
-        config: an ``A2CConfig``/``PPOConfig``/``DQNConfig`` or an equivalent dict.
-        seed: policy seed (see ``TorchPolicy``).
-    """
-    cfg = as_policy_config(config)
-    if cfg.algo == "a2c":
-        from plangraph.rl.a2c import A2CPolicy
-
-        return A2CPolicy(observation_space, action_space, cfg, seed)
-    if cfg.algo == "ppo":
-        from plangraph.rl.ppo import PPOPolicy
-
-        return PPOPolicy(observation_space, action_space, cfg, seed)
-    from plangraph.rl.dqn import DQNPolicy
-
-    return DQNPolicy(observation_space, action_space, cfg, seed)

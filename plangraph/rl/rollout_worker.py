@@ -49,7 +49,8 @@ import torch
 
 from plangraph.rl.a2c import ActorCriticPolicy
 from plangraph.rl.dqn import DQNPolicy
-from plangraph.rl.policy import TorchPolicy, as_policy_config, make_policy
+from plangraph.rl.policies import make_policy
+from plangraph.rl.policy import TorchPolicy, as_policy_config
 from plangraph.rl.postprocessing import compute_gae, compute_n_step_returns
 from plangraph.rl.sample_batch import SampleBatch
 from plangraph.rl.seeding import derive_seeds

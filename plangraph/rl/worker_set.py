@@ -28,7 +28,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from plangraph.rl.policy import TorchPolicy, as_policy_config, make_policy
+from plangraph.rl.policies import make_policy
+from plangraph.rl.policy import TorchPolicy, as_policy_config
 from plangraph.rl.rollout_worker import EnvSpec, RolloutWorker
 from plangraph.rl.sample_batch import SampleBatch
 from plangraph.rl.seeding import derive_seeds

@@ -1,0 +1,54 @@
+"""plangraph's error tree: one base class, one subclass per phase of a plan's life.
+
+Every error plangraph raises on purpose is a :class:`PlangraphError`; catch that to catch
+them all, or a phase to catch one kind. Each also keeps the builtin base it always had
+(``ValueError``, ``RuntimeError``), so older ``except ValueError`` code keeps working::
+
+    PlangraphError
+    ├── PlanError                  the plan cannot be loaded, built in Python, or is invalid
+    │   ├── PlanValidationError    (plangraph.compiler) carries every Diagnostic found
+    │   └── PlanBuildError         (plangraph.ops) a Python plan's builder call is wrong
+    ├── BuildError                 a clean plan cannot be built as asked (bad override,
+    │                              unknown env id), raised before Ray starts
+    ├── RenderError                (plangraph.render) the plan cannot be drawn to a file
+    │   ├── UnsupportedFormatError, GraphvizPackageMissingError,
+    │   └── DotBinaryMissingError, DotFailedError
+    ├── OperatorError              (plangraph.flow) an operator or actor task failed while
+    │                              running; names the plan node id
+    └── StopCriterionError         a malformed or unknown stop criterion (``--stop``)
+
+Severity of a compiler finding is not an exception matter: a ``Diagnostic``'s severity is
+always the one its code has in ``plangraph.compiler.CODES``; only errors block a launch.
+This module imports nothing (every layer may use it).
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BuildError",
+    "PlanError",
+    "PlangraphError",
+    "RenderError",
+    "StopCriterionError",
+]
+
+
+class PlangraphError(Exception):
+    """Base class of every error plangraph raises on purpose."""
+
+
+class PlanError(PlangraphError, ValueError):
+    """A plan cannot be loaded, built in Python, or has errors (the plan/validation phase)."""
+
+
+class BuildError(PlangraphError, ValueError):
+    """A plan that compiled cleanly cannot be built as asked (e.g. an unknown env id or an
+    invalid ``build()`` override); raised before Ray starts or any actor is created."""
+
+
+class RenderError(PlangraphError):
+    """A plan could not be drawn to the requested output (see ``plangraph.render.errors``)."""
+
+
+class StopCriterionError(PlangraphError, ValueError):
+    """A malformed ``KEY=VALUE`` argument or a stop criterion naming no result key."""

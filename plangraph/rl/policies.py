@@ -1,0 +1,42 @@
+"""The policy factory: the torch policy class for each ``algo`` of a policy config."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+
+from plangraph.rl.a2c import A2CPolicy
+from plangraph.rl.dqn import DQNPolicy
+from plangraph.rl.policy import TorchPolicy, as_policy_config
+from plangraph.rl.ppo import PPOPolicy
+
+__all__ = ["POLICY_CLASSES", "make_policy"]
+
+POLICY_CLASSES: dict[str, type[TorchPolicy]] = {
+    "a2c": A2CPolicy,
+    "ppo": PPOPolicy,
+    "dqn": DQNPolicy,
+}
+"""Policy class by ``PolicyConfig.algo``."""
+
+
+def make_policy(
+    observation_space: gym.Space[Any],
+    action_space: gym.Space[Any],
+    config: Any,
+    seed: int = 0,
+) -> TorchPolicy:
+    """Build the policy for ``config.algo`` (``"a2c"``, ``"ppo"`` or ``"dqn"``).
+
+    Args:
+        observation_space: Box observation space.
+        action_space: Discrete action space.
+        config: an ``A2CConfig``/``PPOConfig``/``DQNConfig`` or an equivalent dict.
+        seed: policy seed (see ``TorchPolicy``).
+
+    Raises:
+        pydantic.ValidationError: ``config`` is a dict that is not a valid policy config.
+    """
+    cfg = as_policy_config(config)
+    return POLICY_CLASSES[cfg.algo](observation_space, action_space, cfg, seed)
