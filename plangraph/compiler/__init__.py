@@ -2,20 +2,23 @@
 
 ``analyze(plan)`` always returns a :class:`CompiledPlan` (best effort for broken plans,
 with ``.diagnostics``); ``compile(plan)`` returns it only when it has no errors and
-raises :class:`PlanValidationError` otherwise. Imports pydantic and networkx only.
+raises :class:`PlanValidationError` otherwise. The checks run in the order that
+:mod:`plangraph.compiler.pipeline` lists them (``CHECKS``); :func:`register_check` adds
+one. Imports pydantic and networkx only.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from plangraph.compiler import graph_checks as _graph_checks
-from plangraph.compiler import resolve as _resolve
+from plangraph.compiler import pipeline as _pipeline
 from plangraph.compiler.compiled import CompiledNode, CompiledPlan, CompiledResource, PassRecord
-from plangraph.compiler.context import CHECKS, Check, Context, check
+from plangraph.compiler.context import Context
 from plangraph.compiler.diagnostics import CODES, Diagnostic, PlanValidationError
 from plangraph.compiler.loader import load
+from plangraph.compiler.pipeline import Check, register_check, run_checks
+from plangraph.compiler.topology import Topology
 from plangraph.ir.plan import Plan, canonical_json_value
 from plangraph.ir.source import Location
 
@@ -29,12 +32,18 @@ __all__ = [
     "Diagnostic",
     "PlanValidationError",
     "analyze",
-    "check",
     "compile",
     "load_plan",
+    "register_check",
 ]
 
-del _graph_checks, _resolve  # imported for their registered checks (order matters)
+
+def __getattr__(name: str) -> Any:
+    # CHECKS is the pipeline as it is now: register_check makes a new tuple, so the name
+    # is looked up on each access instead of bound once at import.
+    if name == "CHECKS":
+        return _pipeline.checks()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def load_plan(source: Any) -> Plan:
@@ -46,11 +55,18 @@ def load_plan(source: Any) -> Plan:
     return loaded.plan
 
 
-def analyze(source: Any, config: Mapping[str, Any] | None = None) -> CompiledPlan:
+def analyze(
+    source: Any,
+    config: Mapping[str, Any] | None = None,
+    *,
+    checks: Sequence[Check] | None = None,
+) -> CompiledPlan:
     """Check a plan and infer its types; never raises on a bad plan.
 
     ``source``: a :class:`Plan`, a path to a ``.json`` or ``.py`` plan, JSON text, or the
-    JSON form as a dict. ``config``: overrides for the plan's config defaults. Returns a
+    JSON form as a dict. ``config``: overrides for the plan's config defaults.
+    ``checks``: the pipeline to run after loading (default: ``CHECKS``, the built-in
+    checks plus registered ones); a check that crashes is reported as PG199. Returns a
     :class:`CompiledPlan` whose ``diagnostics`` hold every problem found (``ok`` is False
     if any is an error). Raises ``TypeError`` only for a ``source`` of the wrong type.
     """
@@ -66,10 +82,7 @@ def analyze(source: Any, config: Mapping[str, Any] | None = None) -> CompiledPla
     ctx.diagnostics.extend(loaded.diagnostics)
     ctx.diagnostics.extend(extra)
     records = [PassRecord("load", "Parse the plan and check its shape", len(ctx.diagnostics))]
-    for chk in CHECKS:
-        before = len(ctx.diagnostics)
-        chk.fn(ctx)
-        records.append(PassRecord(chk.name, chk.doc, len(ctx.diagnostics) - before))
+    records += run_checks(ctx, _pipeline.checks() if checks is None else checks)
     return _assemble(ctx, tuple(records))
 
 
@@ -87,12 +100,13 @@ def _node_location(ctx: Context, nid: str) -> Location | None:
 
 
 def _assemble(ctx: Context, records: tuple[PassRecord, ...]) -> CompiledPlan:
-    consumers: dict[str, list[str]] = {}
-    for nid, node in ctx.plan.nodes.items():
-        for src in node.inputs:
-            consumers.setdefault(src, []).append(nid)
+    """Freeze what the checks found into one record per node and the one topology."""
+    topo = ctx.topology
+    if not topo.graph and ctx.plan.nodes:  # check "graph" did not run (or crashed)
+        topo = Topology.build({nid: (n.op, n.inputs) for nid, n in ctx.plan.nodes.items()})
+    fed_by = _fed_by(ctx, topo)
     nodes: dict[str, CompiledNode] = {}
-    for nid in ctx.order:
+    for nid in topo.topological_order():
         node = ctx.plan.nodes[nid]
         nodes[nid] = CompiledNode(
             id=nid,
@@ -104,7 +118,8 @@ def _assemble(ctx: Context, records: tuple[PassRecord, ...]) -> CompiledPlan:
             output_type=ctx.types.get(nid),
             location=_node_location(ctx, nid),
             raw_params=dict(ctx.raw_params.get(nid, {})),
-            consumers=tuple(consumers.get(nid, ())),
+            users=topo.users(nid),
+            fed_by=fed_by[nid],
         )
     resources = {
         rid: CompiledResource(
@@ -118,15 +133,37 @@ def _assemble(ctx: Context, records: tuple[PassRecord, ...]) -> CompiledPlan:
         )
         for rid, res in ctx.plan.resources.items()
     }
-    for nid in ctx.graph:
-        ctx.graph.nodes[nid]["type"] = ctx.types.get(nid)
+    for nid in topo.graph:
+        topo.graph.nodes[nid]["type"] = ctx.types.get(nid)
     return CompiledPlan(
         plan=ctx.plan,
         config=ctx.config,
         output=ctx.plan.output,
         nodes=nodes,
         resources=resources,
-        graph=ctx.graph,
+        topology=topo,
         diagnostics=tuple(ctx.diagnostics),
         pass_records=records,
     )
+
+
+def _fed_by(ctx: Context, topo: Topology) -> dict[str, dict[str, tuple[str, ...]]]:
+    """Per node: resource kind -> ids of the resources of that kind read upstream of it.
+
+    Reads come from check "resources" (``ctx.readers``: the ops' resource params with
+    access "read", kinds checked), so any op that reads a replay buffer counts, whatever
+    its name. Computed once here; the runtime reads it from the compiled plan.
+    """
+    reads: dict[str, list[str]] = {}
+    for rid in ctx.plan.resources:  # resource declaration order
+        for nid in ctx.readers.get(rid, ()):
+            reads.setdefault(nid, []).append(rid)
+    out: dict[str, dict[str, tuple[str, ...]]] = {}
+    for nid in ctx.plan.nodes:
+        found = {rid for anc in topo.ancestors(nid) for rid in reads.get(anc, ())}
+        by_kind: dict[str, tuple[str, ...]] = {}
+        for rid, res in ctx.plan.resources.items():
+            if rid in found:
+                by_kind[res.kind] = (*by_kind.get(res.kind, ()), rid)
+        out[nid] = by_kind
+    return out

@@ -1,4 +1,10 @@
-"""The compiler's result: a typed, validated graph with resolved params."""
+"""The compiler's result: a typed, validated graph with resolved params.
+
+One record per node (:class:`CompiledNode`) and one topology (the analysis graph,
+:class:`~plangraph.compiler.topology.Topology`); :class:`CompiledPlan` answers the
+dataflow questions (users, ancestors, order, what feeds a node) from them, so the
+renderer and the lowering never recompute them.
+"""
 
 from __future__ import annotations
 
@@ -12,12 +18,16 @@ import networkx as nx
 from pydantic import BaseModel
 
 from plangraph.compiler.diagnostics import Diagnostic
+from plangraph.compiler.topology import Topology
 from plangraph.ir.plan import Plan, dump_json
 from plangraph.ir.source import Location
 from plangraph.ir.types import PortType
 from plangraph.ops.registry import OpSignature
 
-__all__ = ["CompiledNode", "CompiledPlan", "CompiledResource"]
+__all__ = ["REPLAY_KIND", "CompiledNode", "CompiledPlan", "CompiledResource", "PassRecord"]
+
+REPLAY_KIND = "ReplayBuffer"
+"""The resource kind whose sampled batches :attr:`CompiledNode.replay_sources` tracks."""
 
 
 def _json(v: Any) -> Any:
@@ -37,7 +47,13 @@ class CompiledNode:
     ``params``: the validated ``Params`` instance (config refs resolved, resource refs still
     ``"@id"``), or None when they are invalid (``raw_params`` then holds what was given,
     resolved as far as possible). ``signature``/``output_type`` are None for an unknown op
-    or a node on a cycle. ``consumers``: ids of the nodes that read this node's stream.
+    or a node on a cycle.
+
+    ``users``: ids of the nodes that read this node's stream, in declaration order, once
+    per input port (``consumers`` is the same tuple, under its older name).
+    ``fed_by``: resource kind -> ids of the resources of that kind that some node
+    upstream of this one reads (resource declaration order), i.e. whose items can reach
+    this node's inputs; derived from the ops' resource params with access ``"read"``.
     """
 
     id: str
@@ -49,11 +65,23 @@ class CompiledNode:
     output_type: PortType | None
     location: Location | None
     raw_params: dict[str, Any] = field(default_factory=dict)
-    consumers: tuple[str, ...] = ()
+    users: tuple[str, ...] = ()
+    fed_by: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def category(self) -> str | None:
         return self.signature.category if self.signature else None
+
+    @property
+    def consumers(self) -> tuple[str, ...]:
+        """Alias of :attr:`users` (the name this field had first)."""
+        return self.users
+
+    @property
+    def replay_sources(self) -> tuple[str, ...]:
+        """Ids of the replay buffers whose sampled batches reach this node (read by a node
+        upstream of it), e.g. ``("replay",)`` for DQN's TrainOneStep; ``()`` for none."""
+        return self.fed_by.get(REPLAY_KIND, ())
 
 
 @dataclass(frozen=True)
@@ -85,8 +113,10 @@ class CompiledPlan:
 
     ``nodes`` are in topological order (inputs before users; nodes on or after a cycle
     last, in declaration order).
-    ``ok`` is True when no diagnostic is an error. ``graph`` is a ``networkx.DiGraph`` with
-    node attribute ``op`` and edge attributes ``index`` (input port) and ``type``.
+    ``ok`` is True when no diagnostic is an error. ``topology`` is the analysis graph;
+    ``graph`` its ``networkx.DiGraph`` with node attributes ``op``, ``type`` and edge
+    attributes ``index`` (input port), ``ports`` and ``type``. The queries below take a
+    node id of the plan and raise ``KeyError`` for any other.
     """
 
     plan: Plan
@@ -94,9 +124,51 @@ class CompiledPlan:
     output: str
     nodes: dict[str, CompiledNode]
     resources: dict[str, CompiledResource]
-    graph: nx.DiGraph
+    topology: Topology
     diagnostics: tuple[Diagnostic, ...]
     pass_records: tuple[PassRecord, ...] = ()
+
+    @property
+    def graph(self) -> nx.DiGraph:
+        """The dataflow graph (the topology's ``networkx.DiGraph``)."""
+        return self.topology.graph
+
+    # -- dataflow queries -----------------------------------------------------------------
+
+    def _known(self, node_id: str) -> str:
+        if node_id not in self.nodes:
+            raise KeyError(f"plan {self.plan.name!r} has no node {node_id!r}")
+        return node_id
+
+    def users(self, node_id: str) -> tuple[str, ...]:
+        """Ids of the nodes reading ``node_id``'s stream: declaration order, one entry per
+        input port (``Union(a, a)`` lists its id twice). ``()`` for the output."""
+        return self.nodes[self._known(node_id)].users
+
+    def ancestors(self, node_id: str) -> frozenset[str]:
+        """Ids of every node with a path to ``node_id`` (never ``node_id`` itself). Use
+        :meth:`upstream` for them in topological order."""
+        return self.topology.ancestors(self._known(node_id))
+
+    def descendants(self, node_id: str) -> frozenset[str]:
+        """Ids of every node ``node_id`` has a path to (never ``node_id`` itself)."""
+        return self.topology.descendants(self._known(node_id))
+
+    def topological_order(self) -> tuple[str, ...]:
+        """Every node id, inputs before users (ties and nodes on cycles as in ``nodes``)."""
+        return tuple(self.nodes)
+
+    def upstream(self, node_id: str, *, op: str | None = None) -> tuple[str, ...]:
+        """Ids of the ancestors of ``node_id`` (running operator ``op``, if given), in
+        topological order."""
+        where = None if op is None else (lambda n: self.nodes[n].op == op)
+        return self.topology.upstream(self._known(node_id), where)
+
+    def fed_by(self, node_id: str, kind: str = REPLAY_KIND) -> tuple[str, ...]:
+        """Ids of the ``kind`` resources read upstream of ``node_id``, whose items can
+        therefore reach it (resource declaration order). For DQN's train node:
+        ``("replay",)``; ``()`` when nothing upstream reads a resource of that kind."""
+        return self.nodes[self._known(node_id)].fed_by.get(kind, ())
 
     @property
     def ok(self) -> bool:
@@ -184,6 +256,8 @@ class CompiledPlan:
             lines.append(f"  {n.id:<{wid}}  {n.op:<{wop}}  {sig}")
             if n.inputs:
                 lines.append(f"  {'':<{wid}}    inputs: {', '.join(n.inputs)}")
+            if n.replay_sources:
+                lines.append(f"  {'':<{wid}}    replayed from: {', '.join(n.replay_sources)}")
             params = _json(n.params) if n.params is not None else n.raw_params
             if params:
                 text = ", ".join(f"{k}={_short(v)}" for k, v in params.items())

@@ -1,9 +1,10 @@
-"""The state one analysis threads through its checks, and the check registry.
+"""The state one analysis threads through its checks.
 
-A check is a small named function ``fn(ctx) -> None`` that reads what earlier checks
-resolved and appends diagnostics. Checks never raise on bad plans and tolerate missing
-data (an unknown op has no signature, a node in a cycle has no type), so every check runs
-on every plan and all problems are reported in one pass.
+A check is a small function ``fn(ctx) -> None`` that reads what earlier checks resolved
+and appends diagnostics; :mod:`plangraph.compiler.pipeline` lists them in run order.
+Checks never raise on bad plans and tolerate missing data (an unknown op has no
+signature, a node in a cycle has no type), so every check runs on every plan and all
+problems are reported in one pass.
 """
 
 from __future__ import annotations
@@ -11,53 +12,21 @@ from __future__ import annotations
 import json
 import re
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import networkx as nx
 from pydantic import BaseModel, ValidationError
 
 from plangraph.compiler.diagnostics import CODES, Diagnostic
+from plangraph.compiler.topology import Topology
 from plangraph.ir.plan import Plan
 from plangraph.ir.refs import ConfigRefError, parse_config_ref
 from plangraph.ir.source import SourceMap
 from plangraph.ir.types import PortType
 from plangraph.ops.registry import OpSignature, close_matches
 
-__all__ = ["CHECKS", "Check", "Context", "check"]
-
-
-@dataclass(frozen=True)
-class Check:
-    """A registered check: ``name`` (shown by ``explain``), ``doc``, ``fn(ctx)``."""
-
-    name: str
-    doc: str
-    fn: Callable[[Context], None]
-    order: int
-
-
-CHECKS: list[Check] = []
-
-
-def check(
-    name: str, order: int
-) -> Callable[[Callable[[Context], None]], Callable[[Context], None]]:
-    """Register ``fn`` as check ``name``; checks run by increasing ``order``.
-
-    Built-in orders: 10-40 resolve names and values, 50-90 graph shape and types,
-    100-120 dataflow. A user check picks an order between the checks it relies on.
-    """
-
-    def deco(fn: Callable[[Context], None]) -> Callable[[Context], None]:
-        if any(c.name == name for c in CHECKS):
-            raise ValueError(f"check {name!r} is already registered")
-        CHECKS.append(Check(name, (fn.__doc__ or "").strip().splitlines()[0], fn, order))
-        CHECKS.sort(key=lambda c: c.order)
-        return fn
-
-    return deco
+__all__ = ["Context", "join_hints"]
 
 
 @dataclass
@@ -82,11 +51,8 @@ class Context:
     res_params: dict[str, BaseModel | None] = field(default_factory=dict)
     readers: dict[str, list[str]] = field(default_factory=dict)
     writers: dict[str, list[str]] = field(default_factory=dict)
-    # graph
-    graph: nx.DiGraph = field(default_factory=nx.DiGraph)
-    order: list[str] = field(default_factory=list)
-    cyclic: set[str] = field(default_factory=set)
-    passes: list[str] = field(default_factory=list)
+    # the one dataflow topology (built by check "graph", ordered by check "cycles")
+    topology: Topology = field(default_factory=Topology)
 
     def report(
         self,

@@ -53,6 +53,8 @@ CODES: dict[str, tuple[str, Severity, str]] = {
     "PG160": ("unreachable-node", "error", "A node that cannot reach the output never runs."),
     "PG161": ("output-not-result", "warning", "The plan output is not a Result stream."),
     "PG162": ("unused-resource", "warning", "A declared resource no node references."),
+    # the compiler itself
+    "PG199": ("internal-check-error", "error", "A check crashed (a bug in the check)."),
 }
 
 

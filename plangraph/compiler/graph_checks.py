@@ -1,28 +1,26 @@
-"""Checks on the graph: edges, cycles, arity, fan-out, types, replay dataflow, reachability."""
+"""Checks on the graph: edges, cycles, arity, fan-out, types, replay dataflow, reachability.
+
+Each asks the analysis graph (``ctx.topology``) about users, ancestors and order; only
+"graph" and "cycles" fill it in.
+"""
 
 from __future__ import annotations
 
-import heapq
-
 import networkx as nx
 
-from plangraph.compiler.context import Context, check
+from plangraph.compiler.context import Context
+from plangraph.compiler.topology import Topology
 from plangraph.ir.types import ANY, RESULT, PortType, is_assignable, substitute, unify
 from plangraph.ops.registry import all_ops, close_matches
 
 
-@check("graph", order=50)
 def check_graph(ctx: Context) -> None:
     """Build the networkx graph; every input and the output name a node."""
-    g = ctx.graph
+    ctx.topology = Topology.build({nid: (n.op, n.inputs) for nid, n in ctx.plan.nodes.items()})
     ids = list(ctx.plan.nodes)
     for nid, node in ctx.plan.nodes.items():
-        g.add_node(nid, op=node.op)
-    for nid, node in ctx.plan.nodes.items():
         for i, src in enumerate(node.inputs):
-            if src in ctx.plan.nodes:
-                g.add_edge(src, nid, index=i)
-            else:
+            if src not in ctx.plan.nodes:
                 ctx.report(
                     "PG111",
                     f"input {src!r} names no node of the plan",
@@ -43,17 +41,18 @@ def check_graph(ctx: Context) -> None:
         )
 
 
-@check("cycles", order=60)
 def check_cycles(ctx: Context) -> None:
     """The graph is acyclic; each cycle is printed as a -> b -> a."""
-    g = ctx.graph
-    rank = {n: i for i, n in enumerate(ctx.plan.nodes)}
-    for comp in sorted(nx.strongly_connected_components(g), key=lambda c: min(rank[n] for n in c)):
-        start = min(comp, key=rank.__getitem__)
+    topo = ctx.topology
+    g = topo.graph
+    rank = topo.rank
+    cyclic: set[str] = set()
+    for comp in sorted(nx.strongly_connected_components(g), key=lambda c: min(map(rank, c))):
+        start = min(comp, key=rank)
         if len(comp) == 1 and not g.has_edge(start, start):
             continue
-        ctx.cyclic |= comp
-        cycle = _cycle_through(g.subgraph(comp), start, rank)
+        cyclic |= comp
+        cycle = _cycle_through(g.subgraph(comp), start, topo)
         text = " -> ".join([*cycle, cycle[0]])
         ctx.report(
             "PG120",
@@ -63,10 +62,11 @@ def check_cycles(ctx: Context) -> None:
             hint="a plan is a DAG: feed results back through a resource (e.g. a replay "
             "buffer) instead of an edge",
         )
-    ctx.order = _topological_order(ctx, rank)
+    topo.cyclic = frozenset(cyclic)
+    topo.order = topo.kahn_order()
 
 
-def _cycle_through(g: nx.DiGraph, start: str, rank: dict[str, int]) -> list[str]:
+def _cycle_through(g: nx.DiGraph, start: str, topo: Topology) -> list[str]:
     """A shortest cycle through ``start`` (data-flow direction), ties by declaration."""
     if g.has_edge(start, start):
         return [start]
@@ -75,7 +75,7 @@ def _cycle_through(g: nx.DiGraph, start: str, rank: dict[str, int]) -> list[str]
     while frontier:
         nxt: list[str] = []
         for u in frontier:
-            for v in sorted(g.successors(u), key=rank.__getitem__):
+            for v in topo.sort(g.successors(u)):
                 if v == start:
                     path = [u]
                     while path[-1] != start:
@@ -88,26 +88,6 @@ def _cycle_through(g: nx.DiGraph, start: str, rank: dict[str, int]) -> list[str]
     return [start]  # unreachable for a strongly connected component
 
 
-def _topological_order(ctx: Context, rank: dict[str, int]) -> list[str]:
-    """Kahn's algorithm, ties broken by declaration order; nodes on cycles go last."""
-    g = ctx.graph
-    indeg = {n: g.in_degree(n) for n in g}
-    heap = [(rank[n], n) for n, d in indeg.items() if d == 0]
-    heapq.heapify(heap)
-    order: list[str] = []
-    while heap:
-        _, n = heapq.heappop(heap)
-        order.append(n)
-        for m in g.successors(n):
-            indeg[m] -= 1
-            if indeg[m] == 0:
-                heapq.heappush(heap, (rank[m], m))
-    done = set(order)
-    order += [n for n in ctx.plan.nodes if n not in done]
-    return order
-
-
-@check("arity", order=70)
 def check_arity(ctx: Context) -> None:
     """Each node has as many inputs as its operator takes."""
     for nid, node in ctx.plan.nodes.items():
@@ -130,19 +110,18 @@ def check_arity(ctx: Context) -> None:
         )
 
 
-@check("fan-out", order=80)
 def check_fan_out(ctx: Context) -> None:
     """A stream read by several nodes goes through a Duplicate (streams are consumed once)."""
-    consumers: dict[str, list[str]] = {}
-    for nid, node in ctx.plan.nodes.items():
-        for src in node.inputs:
-            if src in ctx.plan.nodes:
-                consumers.setdefault(src, []).append(nid)
-    for src, users in consumers.items():
+    topo = ctx.topology
+    # in the order the streams are first read (by declaration, then port): the order of
+    # the reports
+    read = dict.fromkeys(s for n in ctx.plan.nodes.values() for s in n.inputs if s in topo.graph)
+    for src in read:
+        users = topo.users(src)
         sig = ctx.sigs.get(src)
         if len(users) < 2 or (sig is not None and sig.name == "Duplicate"):
             continue
-        if src in ctx.cyclic:
+        if src in topo.cyclic:
             continue  # the cycle is the problem to fix first (reported by "cycles")
         ctx.report(
             "PG153",
@@ -156,13 +135,13 @@ def check_fan_out(ctx: Context) -> None:
         )
 
 
-@check("types", order=90)
 def check_types(ctx: Context) -> None:
     """Infer every node's output type in topological order; each edge's type must fit."""
-    for nid in ctx.order:
+    topo = ctx.topology
+    for nid in topo.topological_order():
         node = ctx.plan.nodes[nid]
         sig = ctx.sigs.get(nid)
-        if nid in ctx.cyclic:
+        if nid in topo.cyclic:
             ctx.types[nid] = None
             ctx.input_types[nid] = tuple(None for _ in node.inputs)
             continue
@@ -185,9 +164,8 @@ def check_types(ctx: Context) -> None:
         else:
             ctx.types[nid] = substitute(sig.output, bindings)
         for src in node.inputs:
-            if ctx.graph.has_edge(src, nid):
-                t = ctx.types.get(src)
-                ctx.graph.edges[src, nid]["type"] = t
+            if topo.graph.has_edge(src, nid):
+                topo.graph.edges[src, nid]["type"] = ctx.types.get(src)
 
 
 def _mismatch(
@@ -221,13 +199,17 @@ def _mismatch(
     )
 
 
-@check("replay", order=100)
 def check_replay(ctx: Context) -> None:
     """Each replay buffer has a writer and a reader, driven by the same Concurrently/Union."""
     from plangraph.ops.registry import all_resource_kinds
 
     kinds = all_resource_kinds()
-    g = ctx.graph
+    topo = ctx.topology
+
+    def is_merge(n: str) -> bool:
+        sig = ctx.sigs.get(n)
+        return sig is not None and sig.category == "merge"
+
     for rid, res in ctx.plan.resources.items():
         kind = kinds.get(res.kind)
         if kind is None or not kind.needs_writer_and_reader:
@@ -254,13 +236,7 @@ def check_replay(ctx: Context) -> None:
             )
         if not writers or not readers:
             continue
-        desc = {n: nx.descendants(g, n) | {n} for n in {*writers, *readers}}
-        merges = {
-            n
-            for n in g
-            if g.in_degree(n) >= 2 and (s := ctx.sigs.get(n)) is not None and s.category == "merge"
-        }
-        if any(desc[w] & desc[r] & merges for w in writers for r in readers):
+        if any(topo.merges_driving(w, r, is_merge) for w in writers for r in readers):
             continue
         w, r = writers[0], readers[0]
         ctx.report(
@@ -275,7 +251,6 @@ def check_replay(ctx: Context) -> None:
         )
 
 
-@check("reachability", order=110)
 def check_reachability(ctx: Context) -> None:
     """Every node reaches the output (the driver pulls only the output; others never run).
 
@@ -307,14 +282,14 @@ def _repaired_graph(ctx: Context) -> nx.DiGraph:
     output) may be the one meant. Nodes downstream of the naming node are never candidates
     (that would be a cycle, not a fix). Nodes that stay cut off are genuinely unreachable.
     """
-    g = ctx.graph
-    repaired = g.copy()
-    dangling = [n for n in ctx.plan.nodes if g.out_degree(n) == 0 and n != ctx.plan.output]
+    topo = ctx.topology
+    repaired = topo.graph.copy()
+    dangling = [n for n in ctx.plan.nodes if not topo.users(n) and n != ctx.plan.output]
     for nid, node in ctx.plan.nodes.items():
         unknown = [src for src in node.inputs if src not in ctx.plan.nodes]
         if not unknown:
             continue
-        downstream = nx.descendants(g, nid) | {nid}
+        downstream = topo.descendants(nid) | {nid}
         others = [x for x in ctx.plan.nodes if x not in downstream]
         for src in unknown:
             meant = close_matches(src, others) or [x for x in dangling if x not in downstream]
@@ -322,7 +297,6 @@ def _repaired_graph(ctx: Context) -> nx.DiGraph:
     return repaired
 
 
-@check("output-type", order=120)
 def check_output_type(ctx: Context) -> None:
     """The output emits Result items (a StandardMetricsReporting node), else a warning."""
     out = ctx.plan.output

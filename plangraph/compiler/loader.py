@@ -2,7 +2,11 @@
 
 Loading never raises on bad input: it returns the best plan it could salvage plus
 located diagnostics, so the compiler can go on and report every other problem too.
-Unknown keys are dropped (and reported), broken nodes keep what parsed.
+The shape of a plan is the IR's pydantic models (:class:`Plan`, :class:`Resource`,
+:class:`Node`: their fields and ``extra="forbid"``): the plan's top level, each resource
+and each node are validated with them separately, so one broken node does not hide the
+others, and each pydantic error becomes a located diagnostic in our wording. Unknown keys
+are dropped (and reported), broken nodes keep what validated.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from plangraph.compiler.diagnostics import Diagnostic
 from plangraph.ir.plan import SCHEMA_KEY, Node, Plan, Resource, canonical_json_value
@@ -26,9 +30,31 @@ from plangraph.ops.registry import close_matches
 
 __all__ = ["Loaded", "load"]
 
-PLAN_KEYS = ("name", "description", "config", "resources", "nodes", "output")
-NODE_KEYS = ("op", "inputs", "params")
-RESOURCE_KEYS = ("kind", "params")
+# What a field must be, in the words of a PG102 "<field> must be <this>, got ..." message
+# (pydantic's own "Input should be a valid dictionary" names neither the field nor JSON).
+_EXPECTED: dict[tuple[type[BaseModel], str], str] = {
+    (Plan, "name"): "a non-empty string",
+    (Plan, "description"): "a string",
+    (Plan, "output"): "a node id (string)",
+    (Plan, "config"): "an object",
+    (Plan, "resources"): "an object",
+    (Plan, "nodes"): "an object of nodes by id",
+    (Resource, "kind"): "a string",
+    (Resource, "params"): "an object",
+    (Node, "op"): "an operator name (string)",
+    (Node, "inputs"): "an array of node ids",
+    (Node, "params"): "an object",
+}
+
+
+def _keys(model: type[BaseModel]) -> tuple[str, ...]:
+    """The keys ``model`` knows, in field order (``Plan``: name, description, ...)."""
+    return tuple(model.model_fields)
+
+
+def _object_of(model: type[BaseModel]) -> str:
+    """``'an object {"kind", "params"}'`` for ``Resource``."""
+    return "an object {" + ", ".join(f'"{k}"' for k in _keys(model)) + "}"
 
 
 @dataclass
@@ -201,26 +227,61 @@ class _Salvage:
             )
         )
 
-    def unknown_keys(
-        self,
-        obj: Mapping[str, Any],
-        allowed: tuple[str, ...],
-        pointer: str,
-        what: str,
-        node: str | None = None,
-    ) -> None:
-        for k in obj:
-            if k not in allowed:
-                sugg = close_matches(k, allowed)
+    def validate(
+        self, model: type[BaseModel], obj: Mapping[str, Any], pointer: str, what: str, **kw: Any
+    ) -> tuple[BaseModel | None, dict[str, list[dict[str, Any]]]]:
+        """Validate ``obj`` as ``model``; report its unknown keys (PG101, with did-you-mean
+        from the model's fields) and return ``(the model or None, {field: its errors})``,
+        for the caller to word (field order, as pydantic reports them)."""
+        try:
+            return model.model_validate(obj), {}
+        except ValidationError as exc:
+            errors = exc.errors(include_url=False)
+        known = _keys(model)
+        by_field: dict[str, list[dict[str, Any]]] = {}
+        for e in errors:
+            field = str(e["loc"][0]) if e["loc"] else ""
+            if e["type"] in ("extra_forbidden", "invalid_key"):  # invalid: not a string
                 self.err(
                     "PG101",
-                    f"unknown key {k!r} in {what}",
-                    f"{pointer}/{k}",
-                    node=node,
+                    f"unknown key {field!r} in {what}",
+                    f"{pointer}/{field}",
                     key=True,
-                    hint=f"known keys: {', '.join(allowed)}",
-                    suggestions=sugg,
+                    hint=f"known keys: {', '.join(known)}",
+                    suggestions=close_matches(field, known),
+                    **kw,
                 )
+            else:
+                by_field.setdefault(field, []).append(e)
+        return None, by_field
+
+    def field_errors(
+        self,
+        model: type[BaseModel],
+        errors: Mapping[str, list[dict[str, Any]]],
+        pointer: str,
+        **kw: Any,
+    ) -> None:
+        """Report the field errors of :meth:`validate` other than a missing key (which the
+        caller words) as ``"<field> must be <expected>, got <what>"`` (PG102)."""
+        for key, errs in errors.items():
+            for e in errs:
+                if e["type"] == "missing":
+                    continue
+                if key == "inputs" and len(e["loc"]) > 1:  # one input: inputs[i]
+                    idx = "/".join(str(x) for x in e["loc"][1:])
+                    self.wrong_type(
+                        f"{pointer}/{key}/{idx}",
+                        "an input",
+                        "a node id (string)",
+                        e["input"],
+                        **kw,
+                    )
+                elif e["type"] == "value_error" and isinstance(e["input"], Mapping):
+                    self.json_value(e["input"], f"{pointer}/{key}", **kw)
+                else:
+                    expected = _EXPECTED[(model, key)]
+                    self.wrong_type(f"{pointer}/{key}", key, expected, e["input"], **kw)
 
     def wrong_type(self, pointer: str, what: str, expected: str, value: Any, **kw: Any) -> None:
         self.err(
@@ -237,15 +298,6 @@ class _Salvage:
             self.err("PG102", str(exc), pointer, **kw)
             return None
 
-    def params(self, value: Any, pointer: str, **kw: Any) -> dict[str, Any]:
-        if value is None:
-            return {}
-        if not isinstance(value, Mapping):
-            self.wrong_type(pointer, "params", "an object", value, **kw)
-            return {}
-        out = self.json_value(value, pointer, **kw)
-        return out if isinstance(out, dict) else {}
-
     def check_id(self, ident: str, pointer: str, what: str) -> None:
         if not ID_RE.fullmatch(ident):
             self.err(
@@ -255,6 +307,30 @@ class _Salvage:
                 pointer,
                 key=True,
             )
+
+
+def _good(raw: Mapping[str, Any], field: str, errors: Mapping[str, Any], default: Any) -> Any:
+    """``raw[field]`` if the model found nothing wrong with it (a plain value: the models
+    keep str fields as given), else ``default``."""
+    return raw.get(field, default) if field not in errors else default
+
+
+def _good_inputs(raw: Mapping[str, Any], errors: Mapping[str, Any]) -> tuple[str, ...]:
+    """A node's inputs, keeping every id that is a string: a lone id is kept as one input
+    (it is surely the edge meant), so that no follow-on error appears downstream."""
+    value = raw.get("inputs", ())
+    if "inputs" not in errors:
+        return tuple(value)
+    if isinstance(value, str):
+        return (value,)
+    return tuple(x for x in value if isinstance(x, str)) if isinstance(value, list | tuple) else ()
+
+
+def _good_params(raw: Mapping[str, Any], errors: Mapping[str, Any]) -> dict[str, Any]:
+    """Params as canonical JSON values, or ``{}`` if the model rejected them."""
+    if "params" in errors or not isinstance(raw.get("params", {}), Mapping):
+        return {}
+    return canonical_json_value(raw.get("params", {}))
 
 
 def _json_type(v: Any) -> str:
@@ -306,107 +382,92 @@ def _from_data(data: Any, smap: SourceMap | None) -> Loaded:
                 )
             )
 
-    s.unknown_keys({k: v for k, v in data.items() if k != SCHEMA_KEY}, PLAN_KEYS, "", "the plan")
-    for k in ("name", "nodes", "output"):
-        if k not in data:
+    top = {k: v for k, v in data.items() if k != SCHEMA_KEY}
+    raw_res = top.get("resources", {})
+    raw_nodes = top.get("nodes", {})
+    # The top level alone: resources and nodes are validated one by one below.
+    for k in ("resources", "nodes"):
+        if isinstance(top.get(k), Mapping):
+            top[k] = {}
+    valid, errors = s.validate(Plan, top, "", "the plan")
+    for k in _keys(Plan):
+        if any(e["type"] == "missing" for e in errors.get(k, ())):
             s.err("PG102", f"missing required key {k!r}", "", hint=f'add "{k}" to the plan')
+    # scalars first, then the containers (config, resources, nodes), as the walk reads them
+    containers = ("config", "resources", "nodes")
+    s.field_errors(Plan, {k: v for k, v in errors.items() if k not in containers}, "")
+    name = valid.name if valid else _good(top, "name", errors, "<plan>")
+    description = valid.description if valid else _good(top, "description", errors, "")
+    output = valid.output if valid else _good(top, "output", errors, "")
 
-    name = data.get("name", "<plan>")
-    if not isinstance(name, str) or not name:
-        if "name" in data:
-            s.wrong_type("/name", "name", "a non-empty string", name)
-        name = "<plan>"
-    description = data.get("description", "")
-    if not isinstance(description, str):
-        s.wrong_type("/description", "description", "a string", description)
-        description = ""
-    output = data.get("output", "")
-    if not isinstance(output, str):
-        s.wrong_type("/output", "output", "a node id (string)", output)
-        output = ""
-
-    config: dict[str, Any] = {}
-    raw_config = data.get("config", {})
-    if not isinstance(raw_config, Mapping):
-        s.wrong_type("/config", "config", "an object", raw_config)
-    else:
-        for k, v in raw_config.items():
-            if not CONFIG_KEY_RE.fullmatch(k):
-                s.err(
-                    "PG102",
-                    f"config key {k!r} must be an identifier (letters, digits, '_')",
-                    f"/config/{k}",
-                    key=True,
-                )
-                continue
-            config[k] = s.json_value(v, f"/config/{k}")
+    config: dict[str, Any] = valid.config if valid else {}
+    if "config" in errors:
+        raw_config = top["config"]
+        if not isinstance(raw_config, Mapping):
+            s.field_errors(Plan, {"config": errors["config"]}, "")
+        else:  # the model stops at the first bad entry: salvage the others
+            for k, v in raw_config.items():
+                if not CONFIG_KEY_RE.fullmatch(k):
+                    s.err(
+                        "PG102",
+                        f"config key {k!r} must be an identifier (letters, digits, '_')",
+                        f"/config/{k}",
+                        key=True,
+                    )
+                    continue
+                config[k] = s.json_value(v, f"/config/{k}")
+    elif valid is None and isinstance(top.get("config"), Mapping):
+        config = {k: canonical_json_value(v) for k, v in top["config"].items()}
 
     resources: dict[str, Resource] = {}
-    raw_res = data.get("resources", {})
-    if not isinstance(raw_res, Mapping):
-        s.wrong_type("/resources", "resources", "an object", raw_res)
+    if "resources" in errors:
+        s.field_errors(Plan, {"resources": errors["resources"]}, "")
         raw_res = {}
     for rid, r in raw_res.items():
         ptr = f"/resources/{rid}"
         s.check_id(rid, ptr, "resource")
         if not isinstance(r, Mapping):
-            s.wrong_type(ptr, f"resource {rid!r}", 'an object {"kind", "params"}', r)
+            s.wrong_type(ptr, f"resource {rid!r}", _object_of(Resource), r)
             continue
-        s.unknown_keys(r, RESOURCE_KEYS, ptr, "a resource")
-        kind = r.get("kind")
-        if not isinstance(kind, str) or not kind:
-            if "kind" not in r:
-                s.err(
-                    "PG102",
-                    f'resource {rid!r} has no "kind"',
-                    ptr,
-                    hint='e.g. "kind": "ReplayBuffer"',
-                )
-            else:
-                s.wrong_type(f"{ptr}/kind", "kind", "a string", kind)
-            kind = ""
-        params = s.params(r.get("params"), f"{ptr}/params")
-        resources[rid] = Resource.model_construct(kind=kind, params=params)
+        res, errs = s.validate(Resource, r, ptr, "a resource")
+        if res is not None:
+            resources[rid] = res  # type: ignore[assignment]
+            continue
+        if any(e["type"] == "missing" for e in errs.get("kind", ())):
+            s.err(
+                "PG102", f'resource {rid!r} has no "kind"', ptr, hint='e.g. "kind": "ReplayBuffer"'
+            )
+        s.field_errors(Resource, errs, ptr)
+        resources[rid] = Resource.model_construct(
+            kind=_good(r, "kind", errs, ""), params=_good_params(r, errs)
+        )
 
     nodes: dict[str, Node] = {}
-    raw_nodes = data.get("nodes", {})
-    if not isinstance(raw_nodes, Mapping):
-        s.wrong_type("/nodes", "nodes", "an object of nodes by id", raw_nodes)
+    if "nodes" in errors:
+        s.field_errors(Plan, {"nodes": errors["nodes"]}, "")
         raw_nodes = {}
     for nid, n in raw_nodes.items():
         ptr = f"/nodes/{nid}"
         s.check_id(nid, ptr, "node")
         if not isinstance(n, Mapping):
-            s.wrong_type(ptr, f"node {nid!r}", 'an object {"op", "inputs", "params"}', n, node=nid)
+            s.wrong_type(ptr, f"node {nid!r}", _object_of(Node), n, node=nid)
             n = {}
-        s.unknown_keys(n, NODE_KEYS, ptr, "a node", node=nid)
-        op = n.get("op")
-        if not isinstance(op, str) or not op:
-            if "op" not in n:
-                s.err(
-                    "PG102",
-                    'node has no "op"',
-                    ptr,
-                    node=nid,
-                    hint="name an operator, see `plangraph ops`",
-                )
-            else:
-                s.wrong_type(f"{ptr}/op", "op", "an operator name (string)", op, node=nid)
-            op = ""
-        raw_inputs = n.get("inputs", [])
-        inputs: list[str] = []
-        if not isinstance(raw_inputs, list | tuple):
-            s.wrong_type(f"{ptr}/inputs", "inputs", "an array of node ids", raw_inputs, node=nid)
-            if isinstance(raw_inputs, str):  # a lone id: keep the edge, avoid follow-on noise
-                inputs.append(raw_inputs)
-        else:
-            for i, x in enumerate(raw_inputs):
-                if isinstance(x, str):
-                    inputs.append(x)
-                else:
-                    s.wrong_type(f"{ptr}/inputs/{i}", "an input", "a node id (string)", x, node=nid)
-        params = s.params(n.get("params"), f"{ptr}/params", node=nid)
-        nodes[nid] = Node.model_construct(op=op, inputs=tuple(inputs), params=params)
+        node, errs = s.validate(Node, n, ptr, "a node", node=nid)
+        if node is not None:
+            nodes[nid] = node  # type: ignore[assignment]
+            continue
+        if any(e["type"] == "missing" for e in errs.get("op", ())):
+            s.err(
+                "PG102",
+                'node has no "op"',
+                ptr,
+                node=nid,
+                hint="name an operator, see `plangraph ops`",
+            )
+        s.field_errors(Node, errs, ptr, node=nid)
+        nodes[nid] = Node.model_construct(
+            op=_good(n, "op", errs, ""), inputs=_good_inputs(n, errs), params=_good_params(n, errs)
+        )
 
     def salvaged() -> Loaded:
         """What the walk recovered, unvalidated, with the diagnostics found so far."""

@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from plangraph.compiler.context import Context, check, join_hints
+from plangraph.compiler.context import Context, join_hints
 from plangraph.ir.refs import ConfigRefError, parse_config_ref, resource_ref_id
 from plangraph.ops.registry import all_ops, all_resource_kinds, close_matches
 
@@ -54,7 +54,6 @@ def _ref_failure(ctx: Context, node: str | None, failed: set[str]) -> Callable:
     return fail
 
 
-@check("config", order=10)
 def check_config(ctx: Context) -> None:
     """Merge config overrides into the defaults; resolve ${...} in node and resource params."""
     ctx.config = dict(ctx.plan.config)
@@ -82,7 +81,6 @@ def check_config(ctx: Context) -> None:
         ctx.failed_refs[f"@{rid}"] = failed
 
 
-@check("operators", order=20)
 def check_operators(ctx: Context) -> None:
     """Every node names a registered operator."""
     known = all_ops()
@@ -101,7 +99,6 @@ def check_operators(ctx: Context) -> None:
             )
 
 
-@check("params", order=30)
 def check_params(ctx: Context) -> None:
     """Validate each node's params against its operator's Params model."""
     for nid, node in ctx.plan.nodes.items():
@@ -151,7 +148,6 @@ def _describe(model: Any, field: str) -> str | None:
     return f"{field}: {f.description}" if f is not None and f.description else None
 
 
-@check("resources", order=40)
 def check_resources(ctx: Context) -> None:
     """Resources have a known kind and valid params; "@id" refs name them with the right kind."""
     kinds = all_resource_kinds()

@@ -375,11 +375,16 @@ def to_dot(compiled: CompiledPlan, rankdir: str = "TB") -> str:
 
     w.blank()
     w.comment("dataflow edges, labelled with the inferred port type")
-    adj: dict[str, set[str]] = {}
     for nid in node_ids:
         for index, src in enumerate(plan.nodes[nid].inputs):
-            adj.setdefault(src, set()).add(nid)
             w.edge(src, nid, _data_edge_attrs(compiled, nid, index, marks))
+    # What is drawn, for the rank checks below: the compiler's dataflow, plus the edges
+    # from the placeholders of unknown inputs (drawn, but not part of the plan's graph).
+    adj: dict[str, set[str]] = {nid: set(compiled.users(nid)) for nid in compiled.nodes}
+    for nid in node_ids:
+        for src in plan.nodes[nid].inputs:
+            if src not in compiled.nodes:
+                adj.setdefault(src, set()).add(nid)
 
     if uses:
         w.blank()
