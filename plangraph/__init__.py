@@ -10,6 +10,9 @@ below load on first use.
   ``CompiledPlan`` with ``.diagnostics``.
 * ``plangraph.compile(plan, config=None)``: the same, raising ``PlanValidationError``
   unless the plan is clean.
+* Errors: ``PlangraphError`` and one subclass per phase (``PlanError`` with
+  ``PlanValidationError`` and ``PlanBuildError``, ``BuildError``, ``RenderError``,
+  ``OperatorError``, ``StopCriterionError``); the tree is drawn in ``plangraph.errors``.
 """
 
 from __future__ import annotations
@@ -19,10 +22,17 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 __all__ = [
+    "BuildError",
     "CompiledPlan",
+    "OperatorError",
     "Plan",
+    "PlanBuildError",
     "PlanConfig",
+    "PlanError",
     "PlanValidationError",
+    "PlangraphError",
+    "RenderError",
+    "StopCriterionError",
     "analyze",
     "compile",
     "load_plan",
@@ -36,6 +46,13 @@ _LAZY = {
     "analyze": "plangraph.compiler",
     "compile": "plangraph.compiler",
     "load_plan": "plangraph.compiler",
+    "PlangraphError": "plangraph.errors",
+    "PlanError": "plangraph.errors",
+    "BuildError": "plangraph.errors",
+    "RenderError": "plangraph.errors",
+    "StopCriterionError": "plangraph.errors",
+    "PlanBuildError": "plangraph.ops.builder",
+    "OperatorError": "plangraph.flow.errors",
 }
 
 if TYPE_CHECKING:
@@ -46,7 +63,16 @@ if TYPE_CHECKING:
         compile,
         load_plan,
     )
+    from plangraph.errors import (
+        BuildError,
+        PlanError,
+        PlangraphError,
+        RenderError,
+        StopCriterionError,
+    )
+    from plangraph.flow.errors import OperatorError
     from plangraph.ir import Plan, PlanConfig
+    from plangraph.ops.builder import PlanBuildError
 
 
 def __getattr__(name: str) -> Any:

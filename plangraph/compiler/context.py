@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from plangraph.compiler.diagnostics import CODES, Diagnostic
+from plangraph.compiler.diagnostics import Diagnostic
 from plangraph.compiler.topology import Topology
 from plangraph.ir.plan import Plan
 from plangraph.ir.refs import ConfigRefError, parse_config_ref
@@ -70,7 +70,6 @@ class Context:
             Diagnostic(
                 code,
                 message,
-                severity=CODES[code][1],
                 node=node,
                 pointer=pointer,
                 location=loc,

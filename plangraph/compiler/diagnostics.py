@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from plangraph.errors import PlanError
 from plangraph.ir.source import Location
 
 __all__ = ["CODES", "Diagnostic", "PlanValidationError", "Severity"]
@@ -60,11 +61,11 @@ CODES: dict[str, tuple[str, Severity, str]] = {
 
 @dataclass(frozen=True)
 class Diagnostic:
-    """One problem found in a plan. ``severity`` ``"error"`` blocks launch."""
+    """One problem found in a plan. Its ``severity`` is always the one its code has in
+    :data:`CODES` (``"error"`` blocks launch); an unknown code counts as an error."""
 
     code: str
     message: str
-    severity: Severity = "error"
     node: str | None = None
     pointer: str = ""
     location: Location | None = None
@@ -74,6 +75,10 @@ class Diagnostic:
     @property
     def name(self) -> str:
         return CODES[self.code][0] if self.code in CODES else self.code
+
+    @property
+    def severity(self) -> Severity:
+        return CODES[self.code][1] if self.code in CODES else "error"
 
     @property
     def is_error(self) -> bool:
@@ -118,7 +123,7 @@ class Diagnostic:
         }
 
 
-class PlanValidationError(ValueError):
+class PlanValidationError(PlanError):
     """Raised by :func:`plangraph.compile` when a plan has errors; ``diagnostics`` holds
     all of them (warnings included), ``compiled`` the best-effort analysis."""
 

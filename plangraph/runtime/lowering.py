@@ -36,11 +36,8 @@ def lower_plan(compiled: Any, ctx: BuildContext) -> LocalIterator[Any]:
         NotImplementedError: an operator has no runtime implementation (a user operator
             registered with ``register_op`` also needs ``register_impl``).
     """
-    needed = _ancestors_of_output(compiled)
-    consumers: dict[str, int] = dict.fromkeys(needed, 0)
-    for node_id in needed:
-        for src in compiled.nodes[node_id].inputs:
-            consumers[src] += 1
+    # Only what the output pulls runs; a shared stream is fanned out to its users.
+    needed = compiled.ancestors(compiled.output) | {compiled.output}
     outputs: dict[str, list[LocalIterator[Any]]] = {}
     for node_id, node in compiled.nodes.items():
         if node_id not in needed:
@@ -60,20 +57,8 @@ def lower_plan(compiled: Any, ctx: BuildContext) -> LocalIterator[Any]:
             )
         inputs = [outputs[src].pop() for src in node.inputs]
         stream = impl(node, inputs, ctx)
-        n = consumers[node_id]
+        n = sum(user in needed for user in compiled.users(node_id))
         outputs[node_id] = stream.duplicate(n) if n > 1 else [stream]
     out = outputs[compiled.output][0]
     ctx.shared_metrics = out.shared_metrics
     return out
-
-
-def _ancestors_of_output(compiled: Any) -> set[str]:
-    seen: set[str] = set()
-    stack = [compiled.output]
-    while stack:
-        node_id = stack.pop()
-        if node_id in seen:
-            continue
-        seen.add(node_id)
-        stack.extend(compiled.nodes[node_id].inputs)
-    return seen

@@ -24,21 +24,6 @@ def _scalar_stats(stats: dict[str, Any]) -> dict[str, float]:
     return out
 
 
-def upstream_ops(compiled: Any, node_id: str, op: str) -> list[Any]:
-    """Nodes running operator ``op`` upstream of ``node_id`` (through any path)."""
-    found, seen, stack = [], set(), list(compiled.nodes[node_id].inputs)
-    while stack:
-        nid = stack.pop()
-        if nid in seen:
-            continue
-        seen.add(nid)
-        node = compiled.nodes[nid]
-        if node.op == op:
-            found.append(node)
-        stack.extend(node.inputs)
-    return found
-
-
 def _broadcast(ctx: BuildContext, ws: Any) -> None:
     ws.sync_weights(ctx.global_vars())
 
@@ -48,10 +33,11 @@ def _train_one_step(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIte
     p = node.params
     ws = ctx.worker_set(p.workers)
     # Prioritized replay upstream: TD errors of each update become the new priorities.
+    # The compiler knows which replay buffers feed this node (through any replay reader).
     per_buffers = [
-        ctx.buffer(n.params.buffer)
-        for n in upstream_ops(ctx.compiled, node.id, "LocalReplay")
-        if hasattr(ctx.buffer(n.params.buffer), "update_priorities")
+        ctx.buffers[rid]
+        for rid in ctx.compiled.nodes[node.id].replay_sources
+        if hasattr(ctx.buffers[rid], "update_priorities")
     ]
     # Counted in the (checkpointed) metrics, so a restored run keeps its broadcast phase.
     updates_key = f"num_updates/{node.id}"
