@@ -23,6 +23,7 @@ from plangraph.runtime.build_context import BuildContext
 from plangraph.runtime.counters import SAMPLED
 from plangraph.runtime.run_state import RunState
 from plangraph.runtime.stopping import StopCriteria
+from plangraph.runtime.training_loop import TrainingLoop
 
 if TYPE_CHECKING:
     from plangraph.compiler import CompiledPlan
@@ -96,13 +97,11 @@ class Algorithm:
             StopCriterionError: a key of ``stop`` is not a result key, or a threshold is
                 not a number.
         """
-        criteria = StopCriteria.parse(stop)
-        while True:
-            result = self.train()
-            if criteria.met(result):
-                return result
-            if max_iterations is not None and result["iteration"] >= max_iterations:
-                return result
+        loop = TrainingLoop(self.train, StopCriteria.parse(stop), max_iterations=max_iterations)
+        for _result in loop:
+            pass
+        assert loop.result is not None  # the loop trains at least once
+        return loop.result
 
     # -- checkpoints ---------------------------------------------------------------------
 
