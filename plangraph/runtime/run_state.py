@@ -9,8 +9,7 @@ the run state's context and ``state.counters`` is what the operators count into.
 Operators advance the run only through its methods: sources add finished episodes to
 ``state.episodes``; the sink (``StandardMetricsReporting``) brackets each iteration with
 ``begin_iteration`` / ``end_iteration``; the latter advances the iteration and time and
-makes the ``Result``. Checkpoints hold
-``get_state()`` (plain data, no code).
+makes the ``Result``. Checkpoints hold ``get_state()`` (plain data, no code).
 """
 
 from __future__ import annotations
