@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from test_run_state import conforms
 
 import plangraph
 from plangraph.runtime.algorithm import Algorithm
@@ -50,6 +51,56 @@ def test_counters_count_env_steps_once(a2c_small: Algorithm) -> None:
     assert "policy_loss" in r["learner"] or r["learner"]
 
 
+def test_sink_results_have_exactly_the_declared_keys_and_types(a2c_small: Algorithm) -> None:
+    """The real sink's results against the Result schema, and the run state they report."""
+    from plangraph.runtime.result import RESULT_KEYS, RESULT_TYPES
+
+    for _ in range(30):
+        r = a2c_small.train()
+        if r["episodes_total"] > 0:
+            break
+    assert r["episodes_total"] > 0
+    assert set(r) == RESULT_KEYS
+    wrong = {k: type(r[k]).__name__ for k in r if not conforms(r[k], RESULT_TYPES[k])}
+    assert not wrong, wrong
+    # One object: what the operators counted is the run state the result reports.
+    state = a2c_small.run_state
+    assert state.iteration == a2c_small.iteration == r["iteration"]
+    assert state.time_total_s == r["time_total_s"]
+    assert dict(state.counters) == r["counters"]
+    assert state.episodes.total == r["episodes_total"]
+    assert state.learner == r["learner"]
+
+
+def test_one_stop_loop_for_run_and_the_cli(a2c_small: Algorithm) -> None:
+    from plangraph.runtime.stopping import StopCriteria
+    from plangraph.runtime.training_loop import INTERRUPTED, MAX_ITERATIONS, TrainingLoop
+
+    loop = TrainingLoop(a2c_small.train, StopCriteria.parse({"iteration": 2}))
+    assert [r["iteration"] for r in loop] == [1, 2]
+    assert loop.reason == "stop criterion met: iteration = 2 >= 2"
+    assert not loop.interrupted
+    with pytest.raises(RuntimeError, match="runs once"):
+        next(iter(loop))
+    far = StopCriteria.parse({"iteration": 100})
+    loop = TrainingLoop(a2c_small.train, far, max_iterations=3)
+    assert [r["iteration"] for r in loop] == [3]
+    assert loop.reason == MAX_ITERATIONS
+    # An interrupt ends the loop after the iteration it arrived in, before max_iterations.
+    loop = TrainingLoop(a2c_small.train, far, max_iterations=4, interrupt_requested=lambda: True)
+    assert [r["iteration"] for r in loop] == [4]
+    assert (loop.reason, loop.interrupted) == (INTERRUPTED, True)
+    # A criterion met wins over an interrupt.
+    loop = TrainingLoop(
+        a2c_small.train, StopCriteria.parse({"iteration": 5}), interrupt_requested=lambda: True
+    )
+    assert [r["iteration"] for r in loop] == [5]
+    assert loop.reason == "stop criterion met: iteration = 5 >= 5"
+    # Algorithm.run is the same loop.
+    assert a2c_small.run({"iteration": 100}, max_iterations=6)["iteration"] == 6
+    assert a2c_small.run({"iteration": 7})["iteration"] == 7
+
+
 def test_episode_return_absent_until_an_episode_ends() -> None:
     # 2 x 1 x 4 = 8 env steps per iteration: no CartPole episode ends in the first one.
     algo = build(
@@ -61,6 +112,9 @@ def test_episode_return_absent_until_an_episode_ends() -> None:
         first = algo.train()
         assert "episode_return_mean" not in first
         assert first["episodes_total"] == 0
+        from plangraph.runtime.result import EPISODE_STAT_KEYS, RESULT_KEYS
+
+        assert set(first) == RESULT_KEYS - EPISODE_STAT_KEYS
         for _ in range(20):
             r = algo.train()
         assert r["episodes_total"] > 0

@@ -1,8 +1,10 @@
-"""plangraph's execution layer: the iterator runtime on Ray core.
+"""plangraph's plan executor: compiled plans lowered onto ``plangraph.flow`` iterators.
 
-Modules: ``iterators`` (``LocalIterator``, ``ParallelIterator``, ``NOT_READY``),
-``concurrency`` (``concurrently``/``union``), ``metrics`` (``MetricsContext``,
-``get_metrics``) and ``errors`` (``OperatorError``).
+Modules: ``algorithm`` (``Algorithm``), ``build_context`` (the built resources),
+``lowering`` / ``implementations`` / ``ops`` (operator implementations), ``run_state``
+(``RunState``: counters, iteration, time, episode window), ``result`` (the ``Result``
+schema), ``training_loop`` (the one stop loop), ``stopping`` (stop criteria), ``run_loop``
+and ``run_log`` (``plangraph run``).
 
 Importing this package stays cheap (no ray, no torch): import the submodules you need.
 """

@@ -2,8 +2,9 @@
 
 compiled = plangraph.compile("plans/ppo.json")
 algo = compiled.build(env="CartPole-v1", num_workers=2, seed=0)
-result = algo.train()              # one iteration: a result dict
+result = algo.train()              # one iteration: a ``Result`` (plangraph.runtime.result)
 algo.run(stop={"episode_return_mean": 475})
+algo.run_state.counters             # the run's counters, iteration, time, episode window
 algo.save("ckpt"); algo.restore("ckpt"); algo.stop()
 """
 
@@ -16,13 +17,17 @@ import shutil
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from plangraph.runtime.build_context import BuildContext
+from plangraph.runtime.counters import SAMPLED
+from plangraph.runtime.run_state import RunState
 from plangraph.runtime.stopping import StopCriteria
+from plangraph.runtime.training_loop import TrainingLoop
 
 if TYPE_CHECKING:
     from plangraph.compiler import CompiledPlan
+    from plangraph.runtime.result import Result
 
 CHECKPOINT_VERSION = 1
 
@@ -32,6 +37,11 @@ class Algorithm:
 
     Built by ``CompiledPlan.build(env=None, num_workers=None, seed=0, address=None)``;
     ``env``/``num_workers`` override every ``WorkerSet`` resource of the plan.
+
+    Attributes:
+        run_state: the run's counters, learner stats, iteration, total time and episode
+            window (``plangraph.runtime.run_state.RunState``).
+        ctx: the built resources (``worker_sets``, ``buffers``) the lowered plan uses.
 
     Raises:
         PlanValidationError: the compiled plan has errors.
@@ -55,36 +65,43 @@ class Algorithm:
 
         self.compiled = compiled
         self.seed = seed
+        self.run_state = RunState.for_plan(compiled)
         self.ctx = BuildContext.create(
-            compiled, env=env, num_workers=num_workers, seed=seed, address=address
+            compiled,
+            env=env,
+            num_workers=num_workers,
+            seed=seed,
+            address=address,
+            run_state=self.run_state,
         )
         self._results = iter(lower_plan(compiled, self.ctx))
         self._stopped = False
 
     @property
     def iteration(self) -> int:
-        return self.ctx.iteration
+        """Training iterations completed (restored ones included)."""
+        return self.run_state.iteration
 
-    def train(self) -> dict[str, Any]:
+    def train(self) -> Result:
         """Run one training iteration (as the plan's ``StandardMetricsReporting`` defines
-        it) and return its result dict (see ``StandardMetricsReporting`` for the keys)."""
+        it) and return its ``Result`` (keys: ``plangraph.runtime.result.Result``)."""
         if self._stopped:
             raise RuntimeError("this Algorithm was stopped; build a new one")
         return next(self._results)
 
-    def run(
-        self, stop: Mapping[str, float], *, max_iterations: int | None = None
-    ) -> dict[str, Any]:
+    def run(self, stop: Mapping[str, float], *, max_iterations: int | None = None) -> Result:
         """Train until any ``result[key] >= threshold`` in ``stop`` (or ``max_iterations``);
-        return the last result."""
-        criteria = StopCriteria.parse(stop)
-        result: dict[str, Any] = {}
-        while True:
-            result = self.train()
-            if criteria.met(result):
-                return result
-            if max_iterations is not None and result["iteration"] >= max_iterations:
-                return result
+        return the last result.
+
+        Raises:
+            StopCriterionError: a key of ``stop`` is not a result key, or a threshold is
+                not a number.
+        """
+        loop = TrainingLoop(self.train, StopCriteria.parse(stop), max_iterations=max_iterations)
+        for _result in loop:
+            pass
+        assert loop.result is not None  # the loop trains at least once
+        return loop.result
 
     # -- checkpoints ---------------------------------------------------------------------
 
@@ -98,16 +115,17 @@ class Algorithm:
         tmp = path.with_name(path.name + ".tmp")
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
-        state = self.ctx.get_state()
+        # One flat dict, as checkpoints have always been laid out.
+        state = {**self.run_state.get_state(), **self.ctx.get_state()}
         with (tmp / "state.pkl").open("wb") as f:
             pickle.dump(state, f, protocol=pickle.HIGHEST_PROTOCOL)
         (tmp / "plan.json").write_text(self.compiled.to_json(), encoding="utf-8")
         meta = {
             "version": CHECKPOINT_VERSION,
             "plan": self.compiled.plan.name,
-            "iteration": self.ctx.iteration,
-            "num_env_steps_sampled": self.ctx.metrics.counters.get("num_env_steps_sampled", 0),
-            "time_total_s": self.ctx.time_total_s,
+            "iteration": self.run_state.iteration,
+            "num_env_steps_sampled": self.run_state.counters.get(SAMPLED, 0),
+            "time_total_s": self.run_state.time_total_s,
             "saved_at": time.time(),
         }
         (tmp / "algorithm.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
@@ -135,6 +153,8 @@ class Algorithm:
             )
         with (path / "state.pkl").open("rb") as f:
             state = pickle.load(f)
+        # The run state first: the weights sent to the workers carry its global vars.
+        self.run_state.set_state(state)
         self.ctx.set_state(state)
 
     def stop(self) -> None:

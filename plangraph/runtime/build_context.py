@@ -1,21 +1,22 @@
-"""The live state one built plan shares across its lowered operators.
+"""What a lowering is given: the built resources of one plan and the run's state.
 
 Resources (worker sets, replay buffers) are created once per plan and looked up by
-resource id (``"@workers"`` -> ``ctx.worker_sets["workers"]``); the metrics context and the
-episode window are shared by every operator of the dataflow.
+resource id (``"@workers"`` -> ``ctx.worker_sets["workers"]``). Counters, iteration, time
+and the episode window are not kept here: they live in ``ctx.run_state``
+(``plangraph.runtime.run_state.RunState``), the one object the run owns.
 """
 
 from __future__ import annotations
 
-import collections
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from plangraph.runtime.run_state import RunState
+
 if TYPE_CHECKING:
     from plangraph.compiler import CompiledPlan
-    from plangraph.flow.metrics import MetricsContext, SharedMetrics
 
 
 def resource_id(ref: str) -> str:
@@ -50,55 +51,15 @@ def _with_overrides(rid: str, params: Any, updates: dict[str, Any]) -> Any:
 
 
 @dataclass
-class EpisodeWindow:
-    """Returns and lengths of the last ``size`` completed training episodes."""
-
-    size: int = 100
-    returns: collections.deque[float] = field(default_factory=collections.deque)
-    lengths: collections.deque[int] = field(default_factory=collections.deque)
-    total: int = 0
-
-    def __post_init__(self) -> None:
-        self.returns = collections.deque(self.returns, maxlen=self.size)
-        self.lengths = collections.deque(self.lengths, maxlen=self.size)
-
-    def add(self, returns: np.ndarray, lengths: np.ndarray) -> None:
-        self.returns.extend(float(r) for r in returns)
-        self.lengths.extend(int(n) for n in lengths)
-        self.total += len(returns)
-
-    def stats(self) -> dict[str, float]:
-        """Means over the window; empty (keys absent, never NaN) before any episode ends."""
-        if not self.returns:
-            return {}
-        return {
-            "episode_return_mean": float(np.mean(self.returns)),
-            "episode_return_min": float(np.min(self.returns)),
-            "episode_return_max": float(np.max(self.returns)),
-            "episode_len_mean": float(np.mean(self.lengths)),
-        }
-
-
-@dataclass
 class BuildContext:
-    """Everything a lowered plan shares: resources, metrics, episode window, iteration."""
+    """The built plan every lowering shares: compiled plan, run seed, resources by id
+    (``worker_sets``, ``buffers``) and ``run_state``, the run's counters and iteration."""
 
     compiled: CompiledPlan
     seed: int
     worker_sets: dict[str, Any]
     buffers: dict[str, Any]
-    episodes: EpisodeWindow
-    iteration: int = 0
-    time_total_s: float = 0.0
-    # The output stream's metrics cell, set by lowering (a union re-points the cells of
-    # its inputs to one merged context, so the context is only final after lowering).
-    shared_metrics: SharedMetrics | None = None
-
-    @property
-    def metrics(self) -> MetricsContext:
-        if self.shared_metrics is None:
-            raise RuntimeError("the plan has not been lowered yet")
-        return self.shared_metrics.get()
+    run_state: RunState
 
     @classmethod
     def create(
@@ -109,7 +70,15 @@ class BuildContext:
         num_workers: int | None,
         seed: int,
         address: str | None = None,
+        run_state: RunState | None = None,
     ) -> BuildContext:
+        """Start the plan's worker sets and create its replay buffers (``env`` and
+        ``num_workers`` override every ``WorkerSet``); ``run_state`` defaults to a fresh
+        ``RunState.for_plan(compiled)``.
+
+        Raises:
+            BuildError: an override is invalid or the env id is unknown (before Ray starts).
+        """
         from plangraph.rl import WorkerSet, make_replay_buffer
         from plangraph.runtime.ray_session import ensure_ray
 
@@ -141,16 +110,12 @@ class BuildContext:
                 raise NotImplementedError(
                     f"resource {rid!r}: no runtime implementation for kind {res.kind!r}"
                 )
-        window = 100
-        for node in compiled.nodes.values():
-            if node.op == "StandardMetricsReporting":
-                window = int(node.params.metrics_window)
         return cls(
             compiled=compiled,
             seed=seed,
             worker_sets=worker_sets,
             buffers=buffers,
-            episodes=EpisodeWindow(size=window),
+            run_state=run_state if run_state is not None else RunState.for_plan(compiled),
         )
 
     def worker_set(self, ref: str) -> Any:
@@ -159,41 +124,24 @@ class BuildContext:
     def buffer(self, ref: str) -> Any:
         return self.buffers[resource_id(ref)]
 
-    def global_vars(self) -> dict[str, int]:
-        """Sent with weights to workers; drives epsilon and lr schedules (env steps)."""
-        return {"timestep": int(self.metrics.counters.get("num_env_steps_sampled", 0))}
-
     # -- checkpoint state ------------------------------------------------------------------
 
     def get_state(self) -> dict[str, Any]:
+        """Checkpoint data of the resources: ``policies`` (learner policy state by worker
+        set id) and ``buffers`` (replay contents by id). The run's own state is
+        ``run_state.get_state()``."""
         return {
-            "iteration": self.iteration,
-            "time_total_s": self.time_total_s,
-            "metrics": self.metrics.save(),
-            "episodes": {
-                "returns": list(self.episodes.returns),
-                "lengths": list(self.episodes.lengths),
-                "total": self.episodes.total,
-            },
             "policies": {rid: ws.local_policy.get_state() for rid, ws in self.worker_sets.items()},
             "buffers": {rid: buf.get_state() for rid, buf in self.buffers.items()},
         }
 
     def set_state(self, state: dict[str, Any]) -> None:
-        self.iteration = int(state["iteration"])
-        self.time_total_s = float(state["time_total_s"])
-        self.metrics.restore(state["metrics"])
-        ep = state["episodes"]
-        self.episodes = EpisodeWindow(
-            size=self.episodes.size,
-            returns=collections.deque(ep["returns"]),
-            lengths=collections.deque(ep["lengths"]),
-            total=int(ep["total"]),
-        )
+        """Restore ``get_state()`` output and send the restored weights to the rollout
+        workers (with ``run_state``'s global vars, so restore that first)."""
         for rid, policy_state in state["policies"].items():
             ws = self.worker_sets[rid]
             ws.local_policy.set_state(policy_state)
-            ws.sync_weights(self.global_vars())
+            ws.sync_weights(self.run_state.global_vars())
         for rid, buf_state in state["buffers"].items():
             self.buffers[rid].set_state(buf_state)
 

@@ -47,8 +47,8 @@ def register_impl(op: str) -> Callable[[ImplFactory], ImplFactory]:
                 return batch
             return clip
 
-    Inside the callable, ``plangraph.flow.metrics.get_metrics()`` is the dataflow's
-    metrics context. Operators with other shapes register a full lowering with
+    Inside the callable, ``plangraph.flow.metrics.get_metrics()`` is the run's metrics
+    context (``RunState.metrics``). Operators with other shapes register a full lowering with
     ``register_lowering``.
     """
 
@@ -86,8 +86,9 @@ def register_lowering(op: str) -> Callable[[Lowering], Lowering]:
     """Register the runtime implementation of operator ``op``.
 
     The function gets ``(node, inputs, ctx)``: the ``CompiledNode`` (validated ``params``),
-    its input streams in ``node.inputs`` order, and the ``BuildContext``; it returns the
-    node's output stream.
+    its input streams in ``node.inputs`` order, and the ``BuildContext`` (resources by id;
+    ``ctx.run_state`` for the run's counters and episode window); it returns the node's
+    output stream.
     """
 
     def deco(fn: Lowering) -> Lowering:

@@ -32,6 +32,8 @@ __all__ = ["lower_plan", "register_impl", "register_lowering", "timed"]
 def lower_plan(compiled: Any, ctx: BuildContext) -> LocalIterator[Any]:
     """The output stream (``Result`` dicts) of ``compiled``, lowered onto ``ctx``'s actors.
 
+    Every operator's metrics context (``get_metrics()``) is ``ctx.run_state.metrics``.
+
     Raises:
         NotImplementedError: an operator has no runtime implementation (a user operator
             registered with ``register_op`` also needs ``register_impl``).
@@ -60,5 +62,8 @@ def lower_plan(compiled: Any, ctx: BuildContext) -> LocalIterator[Any]:
         n = sum(user in needed for user in compiled.users(node_id))
         outputs[node_id] = stream.duplicate(n) if n > 1 else [stream]
     out = outputs[compiled.output][0]
-    ctx.shared_metrics = out.shared_metrics
+    # Re-pointing the output's cell re-points every upstream cell (unions link theirs as
+    # parents), so all operators count into the run state. Nothing has run yet (lowering
+    # is lazy), so the contexts dropped here are still empty.
+    out.shared_metrics.set(ctx.run_state.metrics)
     return out

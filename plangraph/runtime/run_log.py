@@ -14,7 +14,10 @@ import json
 import math
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from plangraph.runtime.result import Result
 
 
 def _jsonable(value: Any) -> Any:
@@ -62,7 +65,9 @@ class RunLog:
 
             self._tb = SummaryWriter(log_dir=str(self.run_dir))
 
-    def write(self, result: Mapping[str, Any]) -> None:
+    def write(self, result: Result) -> None:
+        """Append ``result`` as one JSON line and its numeric leaves as TensorBoard scalars
+        at step ``num_env_steps_sampled`` (env steps)."""
         self._jsonl.write(json.dumps(_jsonable(result), sort_keys=True) + "\n")
         self._jsonl.flush()
         if self._tb is not None:
@@ -83,8 +88,9 @@ class RunLog:
         self.close()
 
 
-def read_results(run_dir: Path) -> list[dict[str, Any]]:
-    """All results logged in ``run_dir/result.jsonl``, in order."""
+def read_results(run_dir: Path) -> list[Result]:
+    """All results logged in ``run_dir/result.jsonl``, in order (non-finite floats read
+    back as ``None``)."""
     path = Path(run_dir) / "result.jsonl"
     if not path.exists():
         return []

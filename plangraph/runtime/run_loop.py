@@ -1,5 +1,8 @@
 """The driver loop behind ``plangraph run``: train until a stop criterion, with a progress
-bar, a result log, periodic checkpoints and a clean stop on Ctrl-C."""
+bar, a result log, periodic checkpoints and a clean stop on Ctrl-C.
+
+When to stop is decided by ``TrainingLoop`` (``plangraph.runtime.training_loop``), the same
+loop as ``Algorithm.run``; this module adds what a command-line run shows and keeps."""
 
 from __future__ import annotations
 
@@ -14,19 +17,21 @@ from typing import TYPE_CHECKING, Any
 
 from plangraph.runtime.run_log import RunLog
 from plangraph.runtime.stopping import StopCriteria
+from plangraph.runtime.training_loop import TrainingLoop
 
 if TYPE_CHECKING:
     from rich.console import Console
 
     from plangraph.runtime.algorithm import Algorithm
+    from plangraph.runtime.result import Result
 
 
 @dataclass(frozen=True)
 class RunSummary:
     """How a run ended."""
 
-    result: Mapping[str, Any]
-    reason: str  # "stop criterion ...", "interrupted", "max iterations"
+    result: Mapping[str, Any]  # the last Result; empty if stopped before one was made
+    reason: str  # TrainingLoop.reason: "stop criterion met: ...", "interrupted ...", ...
     checkpoint: Path | None
     interrupted: bool
 
@@ -93,9 +98,6 @@ def train_until(
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     console = console or Console(stderr=True)
-    result: Mapping[str, Any] = {}
-    reason = "max iterations"
-    interrupted = False
     last_saved = -1
     progress = Progress(
         TextColumn("[bold]iter {task.fields[iteration]}"),
@@ -119,55 +121,75 @@ def train_until(
         task = progress.add_task(
             "train", total=1000, iteration=0, steps="0", ret="-", sps="-", eta="-"
         )
+        loop = TrainingLoop(
+            algo.train,
+            stop,
+            max_iterations=max_iterations,
+            interrupt_requested=stop_requested.is_set,
+        )
         try:
-            while True:
-                result = algo.train()
+            for result in loop:
                 log.write(result)
-                frac = stop.progress(result)
-                elapsed = time.monotonic() - started
-                eta = "-"
-                if 0.0 < frac < 1.0:
-                    eta = f"{elapsed * (1.0 - frac) / frac:,.0f}s"
-                progress.update(
-                    task,
-                    completed=int(frac * 1000),
-                    iteration=result.get("iteration", 0),
-                    steps=_fmt(result.get("num_env_steps_sampled")),
-                    ret=_fmt(result.get("episode_return_mean"), ".1f"),
-                    sps=_fmt(result.get("env_steps_per_s")),
-                    eta=eta,
-                )
+                _show(progress, task, stop, result, time.monotonic() - started)
                 if not show_progress:
-                    console.print(
-                        f"iter {result.get('iteration')}: "
-                        f"env steps {_fmt(result.get('num_env_steps_sampled'))}, "
-                        f"return {_fmt(result.get('episode_return_mean'), '.1f')}",
-                        highlight=False,
-                    )
-                met = stop.met(result)
+                    console.print(_progress_line(result), highlight=False)
                 iteration = int(result.get("iteration", 0))
-                if met:
-                    reason = f"stop criterion met: {met}"
-                    break
-                if stop_requested.is_set():
-                    interrupted = True
-                    reason = "interrupted (Ctrl-C)"
-                    break
                 if checkpoint_every and iteration % checkpoint_every == 0:
                     algo.save(checkpoint_dir(run_dir, iteration))
                     last_saved = iteration
-                if max_iterations is not None and iteration >= max_iterations:
-                    break
         except KeyboardInterrupt:
-            interrupted = True
-            reason = "interrupted (Ctrl-C)"
+            loop.interrupt()
+    assert loop.reason is not None  # the loop only ends with a reason (or raises)
+    final: Mapping[str, Any] = loop.result if loop.result is not None else {}
     checkpoint = None
-    iteration = int(result.get("iteration", algo.iteration))
+    iteration = int(final.get("iteration", algo.iteration))
     if iteration > 0:
         checkpoint = checkpoint_dir(run_dir, iteration)
         if iteration != last_saved:
             algo.save(checkpoint)
-    return RunSummary(result=result, reason=reason, checkpoint=checkpoint, interrupted=interrupted)
+    return RunSummary(
+        result=final, reason=loop.reason, checkpoint=checkpoint, interrupted=loop.interrupted
+    )
+
+
+def _show(progress: Any, task: Any, stop: StopCriteria, result: Result, elapsed_s: float) -> None:
+    """Move the progress bar to ``result``; the ETA extrapolates ``elapsed_s`` (s) over the
+    fraction of the way to the nearest stop criterion."""
+    frac = stop.progress(result)
+    eta = "-"
+    if 0.0 < frac < 1.0:
+        eta = f"{elapsed_s * (1.0 - frac) / frac:,.0f}s"
+    progress.update(
+        task,
+        completed=int(frac * 1000),
+        iteration=result.get("iteration", 0),
+        steps=_fmt(result.get("num_env_steps_sampled")),
+        ret=_fmt(result.get("episode_return_mean"), ".1f"),
+        sps=_fmt(result.get("env_steps_per_s")),
+        eta=eta,
+    )
+
+
+def _progress_line(result: Result) -> str:
+    """The plain-text progress line (``--no-progress`` or no terminal)."""
+    return (
+        f"iter {result.get('iteration')}: "
+        f"env steps {_fmt(result.get('num_env_steps_sampled'))}, "
+        f"return {_fmt(result.get('episode_return_mean'), '.1f')}"
+    )
+
+
+SUMMARY_ROWS: tuple[tuple[str, str, str], ...] = (
+    ("iterations", "iteration", ",.0f"),
+    ("env steps sampled", "num_env_steps_sampled", ",.0f"),
+    ("env steps trained", "num_env_steps_trained", ",.0f"),
+    ("episodes", "episodes_total", ",.0f"),
+    ("episode return mean (last 100)", "episode_return_mean", ".2f"),
+    ("episode length mean", "episode_len_mean", ".1f"),
+    ("wall time (s)", "time_total_s", ".1f"),
+    ("env steps/s (overall)", "env_steps_per_s_total", ",.0f"),
+)
+"""The summary table: (label, ``Result`` key, format spec) per row."""
 
 
 def summary_table(summary: RunSummary) -> Any:
@@ -178,16 +200,6 @@ def summary_table(summary: RunSummary) -> Any:
     table = Table(title="plangraph run", show_header=False)
     table.add_column("metric", style="bold")
     table.add_column("value", justify="right")
-    rows = [
-        ("iterations", _fmt(r.get("iteration"))),
-        ("env steps sampled", _fmt(r.get("num_env_steps_sampled"))),
-        ("env steps trained", _fmt(r.get("num_env_steps_trained"))),
-        ("episodes", _fmt(r.get("episodes_total"))),
-        ("episode return mean (last 100)", _fmt(r.get("episode_return_mean"), ".2f")),
-        ("episode length mean", _fmt(r.get("episode_len_mean"), ".1f")),
-        ("wall time (s)", _fmt(r.get("time_total_s"), ".1f")),
-        ("env steps/s (overall)", _fmt(r.get("env_steps_per_s_total"))),
-    ]
-    for name, value in rows:
-        table.add_row(name, value)
+    for name, key, spec in SUMMARY_ROWS:
+        table.add_row(name, _fmt(r.get(key), spec))
     return table

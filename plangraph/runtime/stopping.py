@@ -14,50 +14,33 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+# Re-exported: the result keys are declared once, by the Result schema.
+from plangraph.runtime.result import NESTED_RESULT_KEYS, RESULT_KEYS
+
+__all__ = [
+    "RESULT_KEYS",
+    "StopCriteria",
+    "StopCriterionError",
+    "check_result_key",
+    "lookup",
+    "parse_key_values",
+]
+
 
 class StopCriterionError(ValueError):
     """A malformed ``key=value`` argument."""
 
 
-RESULT_KEYS: frozenset[str] = frozenset(
-    {
-        "iteration",
-        "time_this_iter_s",
-        "time_total_s",
-        "timestamp",
-        "num_env_steps_sampled",
-        "num_env_steps_trained",
-        "num_target_updates",
-        "num_env_steps_sampled_this_iter",
-        "env_steps_per_s",
-        "env_steps_per_s_total",
-        "episodes_this_iter",
-        "episodes_total",
-        "episode_return_mean",
-        "episode_return_min",
-        "episode_return_max",
-        "episode_len_mean",
-        "counters",
-        "timers",
-        "learner",
-    }
-)
-"""Top-level keys of a training result (``StandardMetricsReporting``); ``counters``,
-``timers`` (by node id) and ``learner`` are dicts, addressed as ``timers/train``."""
-
-_NESTED = ("counters", "timers", "learner")
-
-
 def check_result_key(key: str, *, what: str) -> None:
     """Raise ``StopCriterionError`` (with a did-you-mean) unless ``key`` names a result key."""
     head = key.split("/", 1)[0]
-    if key in RESULT_KEYS or ("/" in key and head in _NESTED):
+    if key in RESULT_KEYS or ("/" in key and head in NESTED_RESULT_KEYS):
         return
     close = difflib.get_close_matches(key, sorted(RESULT_KEYS), n=3, cutoff=0.6)
     hint = f"; did you mean {', '.join(close)}?" if close else ""
     raise StopCriterionError(
         f"{what} {key}: not a result key{hint} (result keys: {', '.join(sorted(RESULT_KEYS))}; "
-        f"nested: {'/..., '.join(_NESTED)}/...)"
+        f"nested: {'/..., '.join(NESTED_RESULT_KEYS)}/...)"
     )
 
 

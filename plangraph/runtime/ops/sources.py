@@ -40,7 +40,7 @@ def _parallel_rollouts(node: Any, inputs: list[Any], ctx: BuildContext) -> Local
     def record(batch: Any) -> Any:
         metrics = get_metrics()
         metrics.counters[SAMPLED] += batch.env_steps()
-        ctx.episodes.add(batch.episode_returns, batch.episode_lengths)
+        ctx.run_state.episodes.add(batch.episode_returns, batch.episode_lengths)
         return batch
 
     return stream.for_each(record, name=node.id)

@@ -25,7 +25,7 @@ def _scalar_stats(stats: dict[str, Any]) -> dict[str, float]:
 
 
 def _broadcast(ctx: BuildContext, ws: Any) -> None:
-    ws.sync_weights(ctx.global_vars())
+    ws.sync_weights(ctx.run_state.global_vars())
 
 
 @register_lowering("TrainOneStep")
@@ -45,7 +45,7 @@ def _train_one_step(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIte
     def train(batch: Any) -> TrainInfo:
         metrics = get_metrics()
         policy = ws.local_policy
-        policy.set_global_vars(ctx.global_vars())
+        policy.set_global_vars(ctx.run_state.global_vars())
         stats = dict(policy.train(batch, p.num_sgd_iter, p.sgd_minibatch_size))
         td_error = stats.pop("td_error", None)
         if td_error is not None and per_buffers and "batch_indexes" in batch:
@@ -72,7 +72,7 @@ def _compute_gradients(node: Any, inputs: list[Any], ctx: BuildContext) -> Local
 
     def compute(batch: Any) -> GradInfo:
         policy = ws.local_policy
-        policy.set_global_vars(ctx.global_vars())
+        policy.set_global_vars(ctx.run_state.global_vars())
         grads, stats = policy.compute_gradients(batch)
         scalars = _scalar_stats(dict(stats))
         get_metrics().info["learner"] = scalars
@@ -113,7 +113,7 @@ def _apply_gradients(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIt
     def apply(info: GradInfo) -> TrainInfo:
         metrics = get_metrics()
         policy = ws.local_policy
-        policy.set_global_vars(ctx.global_vars())
+        policy.set_global_vars(ctx.run_state.global_vars())
         extra = policy.apply_gradients(info.grads) or {}
         metrics.counters[TRAINED] += info.count
         stats = {**info.stats, **_scalar_stats(dict(extra))}

@@ -1,0 +1,97 @@
+"""The declared schema of a training result: what one iteration of a plan reports.
+
+``Result`` is the one definition of the result dict that ``StandardMetricsReporting``
+emits (``RunState.end_iteration``) and that ``Algorithm.train``/``run`` return. The stop
+criteria (``--stop`` key checks), the progress bar and summary table, the result log and
+the README's table of result keys all read their key names from here; ``RESULT_KEYS`` and
+``NESTED_RESULT_KEYS`` are derived from the ``TypedDict``, never written out twice.
+
+Import-light (no ray, no torch): ``plangraph run`` checks ``--stop`` keys before Ray starts.
+"""
+
+from __future__ import annotations
+
+import typing
+from typing import TypedDict
+
+__all__ = [
+    "EPISODE_STAT_KEYS",
+    "NESTED_RESULT_KEYS",
+    "RESULT_KEYS",
+    "RESULT_TYPES",
+    "Result",
+]
+
+
+class _AlwaysPresent(TypedDict):
+    """The keys every result holds (see ``Result``)."""
+
+    iteration: int
+    """Training iterations completed, this one included (1 for the first result)."""
+    time_this_iter_s: float
+    """Wall-clock seconds this iteration took inside the dataflow (s)."""
+    time_total_s: float
+    """Wall-clock seconds of all iterations of the run so far (s; excludes the driver's
+    logging and checkpointing between iterations)."""
+    timestamp: float
+    """Unix time when the result was made (s since the epoch)."""
+    num_env_steps_sampled: int
+    """Env steps sampled by the rollout workers, every sub-env step once (env steps)."""
+    num_env_steps_trained: int
+    """Rows trained on, once per train batch however many SGD epochs (env steps)."""
+    num_target_updates: int
+    """Target-network syncs made by ``UpdateTarget`` (count)."""
+    num_env_steps_sampled_this_iter: int
+    """Env steps sampled during this iteration (env steps)."""
+    env_steps_per_s: float
+    """Sampling throughput of this iteration (env steps / s; 0.0 for a zero-length one)."""
+    env_steps_per_s_total: float
+    """``num_env_steps_sampled / time_total_s`` (env steps / s)."""
+    episodes_this_iter: int
+    """Training episodes completed during this iteration (count)."""
+    episodes_total: int
+    """Training episodes completed in the run so far (count)."""
+    counters: dict[str, int]
+    """Every counter of the dataflow by name, the three above included, plus operator
+    bookkeeping such as ``num_updates/<node id>`` (counts / env steps)."""
+    timers: dict[str, float]
+    """Mean wall time per call of each timed plan node, by node id, over its last 10 calls
+    (s)."""
+    learner: dict[str, float]
+    """Scalar stats of the last learner update (loss, entropy, KL, ...; as the policy
+    reports them); empty before the first update."""
+
+
+# total=False (not typing.NotRequired) keeps the schema importable on Python 3.10.
+class Result(_AlwaysPresent, total=False):
+    """One training iteration's result (``Algorithm.train()``; a line of ``result.jsonl``).
+
+    Counts are cumulative over the run (a restored run continues them) unless the key says
+    ``_this_iter``. The episode statistics declared here may be absent (never NaN) until the
+    first training episode ends; every key of ``_AlwaysPresent`` is always there.
+    """
+
+    episode_return_mean: float
+    """Mean undiscounted return of the last ``metrics_window`` completed training episodes
+    (with exploration)."""
+    episode_return_min: float
+    """Lowest return in that window."""
+    episode_return_max: float
+    """Highest return in that window."""
+    episode_len_mean: float
+    """Mean length of the episodes in that window (env steps)."""
+
+
+RESULT_TYPES: dict[str, typing.Any] = typing.get_type_hints(Result)
+"""Each result key's declared type: ``{"iteration": int, ...}``."""
+
+RESULT_KEYS: frozenset[str] = frozenset(RESULT_TYPES)
+"""Every top-level key a result may hold."""
+
+EPISODE_STAT_KEYS: frozenset[str] = frozenset(Result.__optional_keys__)
+"""The keys absent until the first training episode ends."""
+
+NESTED_RESULT_KEYS: tuple[str, ...] = tuple(
+    key for key, hint in RESULT_TYPES.items() if typing.get_origin(hint) is dict
+)
+"""Keys whose value is a dict, addressed as ``key/inner`` (``timers/train``)."""
