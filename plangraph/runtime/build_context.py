@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from plangraph.errors import BuildError
 from plangraph.runtime.run_state import RunState
 
 if TYPE_CHECKING:
@@ -22,10 +23,6 @@ if TYPE_CHECKING:
 def resource_id(ref: str) -> str:
     """``"@replay"`` -> ``"replay"`` (the compiler has already checked the reference)."""
     return ref[1:] if ref.startswith("@") else ref
-
-
-class BuildError(ValueError):
-    """A plan that compiled cleanly cannot be built as asked (e.g. an unknown env id)."""
 
 
 def _with_overrides(rid: str, params: Any, updates: dict[str, Any]) -> Any:

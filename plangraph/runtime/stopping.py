@@ -7,15 +7,16 @@ nested value with ``/`` (``timers/train/mean_s``). A key absent from a result (e
 
 from __future__ import annotations
 
-import difflib
-import json
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from plangraph.errors import StopCriterionError
+
 # Re-exported: the result keys are declared once, by the Result schema.
 from plangraph.runtime.result import NESTED_RESULT_KEYS, RESULT_KEYS
+from plangraph.text import close_matches, parse_key_value
 
 __all__ = [
     "RESULT_KEYS",
@@ -27,16 +28,12 @@ __all__ = [
 ]
 
 
-class StopCriterionError(ValueError):
-    """A malformed ``key=value`` argument."""
-
-
 def check_result_key(key: str, *, what: str) -> None:
     """Raise ``StopCriterionError`` (with a did-you-mean) unless ``key`` names a result key."""
     head = key.split("/", 1)[0]
     if key in RESULT_KEYS or ("/" in key and head in NESTED_RESULT_KEYS):
         return
-    close = difflib.get_close_matches(key, sorted(RESULT_KEYS), n=3, cutoff=0.6)
+    close = close_matches(key, sorted(RESULT_KEYS))
     hint = f"; did you mean {', '.join(close)}?" if close else ""
     raise StopCriterionError(
         f"{what} {key}: not a result key{hint} (result keys: {', '.join(sorted(RESULT_KEYS))}; "
@@ -53,16 +50,12 @@ def parse_key_values(items: Iterable[str], *, what: str) -> dict[str, Any]:
     """
     out: dict[str, Any] = {}
     for item in items:
-        key, sep, raw = item.partition("=")
-        key = key.strip()
-        if not sep or not key:
+        pair = parse_key_value(item)
+        if pair is None:
             raise StopCriterionError(
                 f"{what} {item!r}: expected KEY=VALUE, e.g. {what} episode_return_mean=475"
             )
-        try:
-            out[key] = json.loads(raw)
-        except json.JSONDecodeError:
-            out[key] = raw
+        out[pair[0]] = pair[1]
     return out
 
 
