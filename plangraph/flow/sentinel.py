@@ -17,7 +17,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterable, Iterator
-from typing import Any, Final, TypeVar
+from typing import Any, ClassVar, Final, TypeVar
 
 __all__ = [
     "END_OF_STREAM",
@@ -34,48 +34,47 @@ __all__ = [
 T = TypeVar("T")
 
 
-class NotReadyType:
-    """Type of the ``NOT_READY`` singleton; survives pickling (e.g. through Ray) as itself."""
+class _Sentinel:
+    """A process-wide singleton marker, named ``_name``, that unpickles as itself.
 
-    _instance: NotReadyType | None = None
+    Markers cross process boundaries inside Ray results, and the pull loops compare them
+    with ``is``; ``__reduce__`` returning a string means "the module-level global of that
+    name", so an unpickled marker is the very same object.
+    """
 
-    def __new__(cls) -> NotReadyType:
-        if cls._instance is None:
+    _name: ClassVar[str]
+    _instance: ClassVar[_Sentinel | None] = None
+
+    def __new__(cls) -> Any:
+        if cls.__dict__.get("_instance") is None:  # one instance per subclass
             cls._instance = super().__new__(cls)
         return cls._instance
 
     def __repr__(self) -> str:
-        return "NOT_READY"
+        return self._name
 
     def __reduce__(self) -> str:
-        # A string from __reduce__ means "the module-level global of that name", so an
-        # unpickled sentinel is the very same object and `item is NOT_READY` keeps working.
-        return "NOT_READY"
+        return self._name
+
+
+class NotReadyType(_Sentinel):
+    """Type of the ``NOT_READY`` singleton: yielded by a stream with no item right now."""
+
+    _name = "NOT_READY"
 
 
 NOT_READY: Final[NotReadyType] = NotReadyType()
 
 
-class EndOfStreamType:
+class EndOfStreamType(_Sentinel):
     """Type of the ``END_OF_STREAM`` singleton: returned (not raised) where a stream ends.
 
     ``next(it, END_OF_STREAM)`` in the pull loops, and the value a shard call returns when
     its stream is exhausted: returning a marker avoids the ``StopIteration`` task errors
-    Ray would log as "unhandled" (ray-project/ray#11849). Survives pickling as itself.
+    Ray would log as "unhandled" (ray-project/ray#11849).
     """
 
-    _instance: EndOfStreamType | None = None
-
-    def __new__(cls) -> EndOfStreamType:
-        if cls._instance is None:
-            cls._instance = super().__new__(cls)
-        return cls._instance
-
-    def __repr__(self) -> str:
-        return "END_OF_STREAM"
-
-    def __reduce__(self) -> str:
-        return "END_OF_STREAM"
+    _name = "END_OF_STREAM"
 
 
 END_OF_STREAM: Final[EndOfStreamType] = EndOfStreamType()
