@@ -134,6 +134,7 @@ def test_checks_are_the_pipeline_modules_explicit_order() -> None:
         "fan-out",
         "types",
         "replay",
+        "learner",
         "reachability",
         "output-type",
     ]

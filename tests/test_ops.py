@@ -71,6 +71,7 @@ def test_params_models_are_strict_and_documented() -> None:
         "ComputeGradients",
         "ApplyGradients",
         "UpdateTarget",
+        "UpdateWorkerWeights",
         "StandardMetricsReporting",
     }
     for name in workers_ops:

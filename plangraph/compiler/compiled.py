@@ -247,13 +247,18 @@ class CompiledPlan:
         for i, p in enumerate(self.pass_records, 1):
             found = f"  [{p.diagnostics} found]" if p.diagnostics else ""
             lines.append(f"  {i:2d}. {p.name:<{w}}  {p.doc}{found}")
-        lines += ["", "nodes (topological order):"]
+        lines += ["", "nodes (topological order; they run in the driver unless marked):"]
         wid = max((len(n) for n in self.nodes), default=0)
         wop = max((len(n.op) for n in self.nodes.values()), default=0)
         for n in self.nodes.values():
             ins = ", ".join(str(x) if x is not None else "?" for x in n.input_types)
             sig = f"({ins}) -> {n.output_type or '?'}"
-            lines.append(f"  {n.id:<{wid}}  {n.op:<{wop}}  {sig}")
+            where = (
+                "  [on rollout workers]"
+                if n.signature and n.signature.placement == "actors"
+                else ""
+            )
+            lines.append(f"  {n.id:<{wid}}  {n.op:<{wop}}  {sig}{where}")
             if n.inputs:
                 lines.append(f"  {'':<{wid}}    inputs: {', '.join(n.inputs)}")
             if n.replay_sources:
@@ -265,8 +270,9 @@ class CompiledPlan:
         if self.resources:
             lines += ["", "resources (params resolved, defaults included):"]
             for r in self.resources.values():
+                where = " (a thread in the driver)" if r.kind == "LearnerThread" else ""
                 lines.append(
-                    f"  {r.id}: {r.kind}; writers: {', '.join(r.writers) or '-'}; "
+                    f"  {r.id}: {r.kind}{where}; writers: {', '.join(r.writers) or '-'}; "
                     f"readers: {', '.join(r.readers) or '-'}"
                 )
                 lines += _resource_param_lines(r, indent="      ")

@@ -251,6 +251,57 @@ def check_replay(ctx: Context) -> None:
         )
 
 
+def check_learner(ctx: Context) -> None:
+    """Each learner thread is fed (Enqueue) and read (Dequeue), driven by one Concurrently."""
+    topo = ctx.topology
+
+    def is_merge(n: str) -> bool:
+        sig = ctx.sigs.get(n)
+        return sig is not None and sig.category == "merge"
+
+    for rid, res in ctx.plan.resources.items():
+        if res.kind != "LearnerThread":
+            continue
+        writers, readers = ctx.writers.get(rid, []), ctx.readers.get(rid, [])
+        if not writers and not readers:
+            continue  # declared but unused: PG162 warns
+        ptr = f"/resources/{rid}"
+        if not writers:
+            ctx.report(
+                "PG154",
+                f"learner thread {rid!r} is read by {', '.join(repr(r) for r in readers)} but "
+                "nothing enqueues train batches to it, so Dequeue would wait forever",
+                pointer=ptr,
+                key=True,
+                hint=f'feed it: ... -> ConcatBatches -> Enqueue(queue="@{rid}")',
+            )
+        if not readers:
+            ctx.report(
+                "PG155",
+                f"learner thread {rid!r} is fed by {', '.join(repr(w) for w in writers)} but "
+                "nothing dequeues its results, so its out-queue fills and Enqueue blocks forever",
+                pointer=ptr,
+                key=True,
+                hint=f'read it: Dequeue(queue="@{rid}") as an input of the Concurrently that '
+                "drives the Enqueue branch",
+            )
+        if not writers or not readers:
+            continue
+        if any(topo.merges_driving(w, r, is_merge) for w in writers for r in readers):
+            continue
+        w, r = writers[0], readers[0]
+        ctx.report(
+            "PG156",
+            f"learner thread {rid!r} is fed by {w!r} and read by {r!r}, but no Concurrently "
+            "drives both branches, so one of them never runs and the plan deadlocks",
+            node=r,
+            pointer=ptr,
+            key=True,
+            hint=f'merge both branches: Concurrently([<branch of {w}>, {r}], mode="async", '
+            "output_indexes=[1])",
+        )
+
+
 def check_reachability(ctx: Context) -> None:
     """Every node reaches the output (the driver pulls only the output; others never run).
 

@@ -52,6 +52,7 @@ BUILTIN_CHECKS: tuple[Check, ...] = (
     Check.of("types", graph_checks.check_types),
     # dataflow
     Check.of("replay", graph_checks.check_replay),
+    Check.of("learner", graph_checks.check_learner),
     Check.of("reachability", graph_checks.check_reachability),
     Check.of("output-type", graph_checks.check_output_type),
 )

@@ -19,8 +19,11 @@ from plangraph.ops.builtin.train import (
     ApplyGradients,
     AverageGradients,
     ComputeGradients,
+    Dequeue,
+    Enqueue,
     TrainOneStep,
     UpdateTarget,
+    UpdateWorkerWeights,
 )
 from plangraph.ops.declare import register_op
 from plangraph.ops.registry import (
@@ -38,6 +41,7 @@ from plangraph.ops.registry import (
     unregister_op,
 )
 from plangraph.ops.resources import (
+    LearnerThreadParams,
     ReplayBufferParams,
     WorkerSetParams,
     replay_buffer,
@@ -53,8 +57,11 @@ __all__ = [
     "ComputeGradients",
     "ConcatBatches",
     "Concurrently",
+    "Dequeue",
     "Duplicate",
+    "Enqueue",
     "Flatten",
+    "LearnerThreadParams",
     "LocalReplay",
     "OpFactory",
     "OpParams",
@@ -71,6 +78,7 @@ __all__ = [
     "TrainOneStep",
     "Union",
     "UpdateTarget",
+    "UpdateWorkerWeights",
     "WaitUntilTimestepsElapsed",
     "WorkerSetParams",
     "all_ops",

@@ -31,6 +31,7 @@ def register_op(
     infer_output: Callable[[Sequence[PortType], Any], PortType] | None = None,
     replace: bool = False,
     builtin: bool = False,
+    placement: str = "driver",
 ) -> Any:
     """Register a user operator; returns its Python builder (an :class:`OpFactory`).
 
@@ -47,7 +48,9 @@ def register_op(
 
     In the decorator form the class is the ``Params`` model, its name the op name and its
     docstring the op doc. ``inputs``/``output`` are port types as text (``"SampleBatch"``,
-    ``"list[T]"``); ``resources`` maps a param to ``(kind, "read"|"write")``. Raises
+    ``"list[T]"``); ``resources`` maps a param to ``(kind, "read"|"write")``;
+    ``placement`` says where the op's work runs (``"driver"``, or ``"actors"`` for work done
+    on the rollout workers, shown by ``explain`` and the diagram). Raises
     ``ValueError`` if the name is taken (unless ``replace``) or the signature is
     inconsistent (e.g. a for_each op without exactly one input).
 
@@ -75,6 +78,7 @@ def register_op(
             check_params=check_params,
             infer_output=infer_output,
             builtin=builtin,
+            placement=placement,
         )
         register_signature(dataclasses.replace(sig, origin=origin), replace=replace)
         return OpFactory(op_name)

@@ -48,6 +48,10 @@ __all__ = [
 ]
 
 Category = Literal["source", "combine", "train", "replay", "merge", "sink"]
+Placement = Literal["driver", "actors"]
+PLACEMENTS: tuple[str, ...] = ("driver", "actors")
+"""Where an operator's work runs: in the driver process, or on the rollout-worker actors
+(``ParallelRollouts`` samples there). Learner threads are resources, shown as such."""
 Apply = Literal["source", "for_each", "combine", "filter", "stream"]
 CATEGORIES: tuple[str, ...] = ("source", "combine", "train", "replay", "merge", "sink")
 APPLY_MODES: tuple[str, ...] = ("source", "for_each", "combine", "filter", "stream")
@@ -102,6 +106,7 @@ class OpSignature:
     check_params: ParamCheck | None = field(default=None, compare=False)
     infer_output: OutputRule | None = field(default=None, compare=False)
     builtin: bool = False
+    placement: Placement = "driver"
     origin: str | None = field(default=None, compare=False)
     """Where a user op was registered (file:line): re-running that same code (a Python
     plan loaded twice) replaces the op instead of failing."""
@@ -167,6 +172,8 @@ def register_signature(sig: OpSignature, *, replace: bool = False) -> OpSignatur
         raise ValueError(f"operator {sig.name!r} is already registered{where} (pass replace=True)")
     if sig.category not in CATEGORIES:
         raise ValueError(f"category must be one of {CATEGORIES}, got {sig.category!r}")
+    if sig.placement not in PLACEMENTS:
+        raise ValueError(f"placement must be one of {PLACEMENTS}, got {sig.placement!r}")
     if sig.apply not in APPLY_MODES:
         raise ValueError(f"apply must be one of {APPLY_MODES}, got {sig.apply!r}")
     if sig.apply == "source" and (sig.inputs or sig.variadic is not None):
@@ -241,6 +248,7 @@ def make_signature(
     check_params: ParamCheck | None = None,
     infer_output: OutputRule | None = None,
     builtin: bool = False,
+    placement: str = "driver",
 ) -> OpSignature:
     """Build an :class:`OpSignature` from friendly arguments (types as text)."""
     model = params or NoParams
@@ -261,4 +269,5 @@ def make_signature(
         check_params=check_params,
         infer_output=infer_output,
         builtin=builtin,
+        placement=placement,  # type: ignore[arg-type]
     )

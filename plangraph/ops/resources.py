@@ -48,6 +48,30 @@ class ReplayBufferParams(BaseModel):
     eps: float = Field(1e-6, gt=0.0, description="Added to |TD error| to form a priority.")
 
 
+class LearnerThreadParams(BaseModel):
+    """A learner thread in the driver (IMPALA/APPO): trains the worker set's learner policy
+    on batches from a bounded in-queue while the driver keeps sampling; ``Enqueue`` feeds
+    it, ``Dequeue`` reads one ``TrainInfo`` per trained batch from its out-queue."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    workers: str = Field(
+        "@workers",
+        pattern=r"^@[A-Za-z_][A-Za-z0-9_.\-]*$",
+        description='The WorkerSet whose learner policy this thread trains, "@id".',
+    )
+    inqueue_size: int = Field(
+        16, ge=1, description="Train batches waiting for the learner, at most (back-pressure)."
+    )
+    outqueue_size: int = Field(
+        16, ge=1, description="Train results waiting for the driver, at most."
+    )
+    num_sgd_iter: int = Field(1, ge=1, description="Passes (optimizer steps) over each batch.")
+    minibatch_buffer_size: int = Field(
+        1, ge=1, description="Batches whose passes are interleaved (RLlib MinibatchBuffer)."
+    )
+
+
 def _resource_params(params: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for k, v in params.items():
@@ -71,6 +95,13 @@ def replay_buffer(**params: Any) -> Resource:
 
 register_resource_kind(
     ResourceKind("WorkerSet", WorkerSetParams, doc=(WorkerSetParams.__doc__ or "").strip())
+)
+register_resource_kind(
+    ResourceKind(
+        "LearnerThread",
+        LearnerThreadParams,
+        doc=(LearnerThreadParams.__doc__ or "").strip(),
+    )
 )
 register_resource_kind(
     ResourceKind(

@@ -320,7 +320,7 @@ def to_dot(compiled: CompiledPlan, rankdir: str = "TB") -> str:
                 **_style_attrs(RESOURCE_STYLE, rmarks, bool(rmarks)),
                 "label": box_label(
                     f"@{rid}",
-                    kind,
+                    f"{kind} · thread in the driver" if kind == "LearnerThread" else kind,
                     _resource_lines(
                         res.params if res else None, raw, res.raw_params if res else {}
                     ),
@@ -353,6 +353,8 @@ def to_dot(compiled: CompiledPlan, rankdir: str = "TB") -> str:
         flagged = nid in marks.flagged_nodes
         attrs = _style_attrs(style, nmarks, flagged)
         subtitle = raw_node.op if sig is not None else f"{raw_node.op} (unknown op)"
+        if sig is not None and sig.placement == "actors":
+            subtitle += " · on rollout workers"
         # The op's one-line summary as a hover text, without its reST backticks.
         doc = sig.doc.split("\n", 1)[0] if sig is not None and sig.doc else raw_node.op
         doc = doc.replace("``", "")

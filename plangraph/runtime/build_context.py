@@ -8,7 +8,8 @@ and the episode window are not kept here: they live in ``ctx.run_state``
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -57,6 +58,11 @@ class BuildContext:
     worker_sets: dict[str, Any]
     buffers: dict[str, Any]
     run_state: RunState
+    learners: dict[str, Any] = field(default_factory=dict)
+    """Learner threads by resource id (``plangraph.runtime.learner_thread.LearnerThread``)."""
+    policy_locks: dict[str, threading.RLock] = field(default_factory=dict)
+    """One lock per worker set, held by whoever touches its learner policy: a learner
+    thread while it trains, driver operators while they read weights or sync a target."""
 
     @classmethod
     def create(
@@ -103,17 +109,56 @@ class BuildContext:
                 worker_sets[rid] = WorkerSet.from_params(p, seed=res_seed)
             elif res.kind == "ReplayBuffer":
                 buffers[rid] = make_replay_buffer(p, seed=res_seed)
+            elif res.kind == "LearnerThread":
+                pass  # built below, once the worker set it trains exists
             else:
                 raise NotImplementedError(
                     f"resource {rid!r}: no runtime implementation for kind {res.kind!r}"
                 )
-        return cls(
+        ctx = cls(
             compiled=compiled,
             seed=seed,
             worker_sets=worker_sets,
             buffers=buffers,
             run_state=run_state if run_state is not None else RunState.for_plan(compiled),
+            policy_locks={rid: threading.RLock() for rid in worker_sets},
         )
+        for rid, res in sorted(compiled.resources.items()):
+            if res.kind == "LearnerThread":
+                ctx.learners[rid] = ctx._learner_thread(rid, params[rid])
+        return ctx
+
+    def _learner_thread(self, rid: str, params: Any) -> Any:
+        from plangraph.runtime.learner_thread import LearnerThread
+
+        ws_id = resource_id(params.workers)
+        if ws_id not in self.worker_sets:
+            self.stop()
+            raise BuildError(
+                f"resource {rid!r}: workers {params.workers!r} names no WorkerSet resource "
+                f"(worker sets: {', '.join(sorted(self.worker_sets)) or 'none'})"
+            )
+        return LearnerThread(
+            self.worker_sets[ws_id].local_policy,
+            name=rid,
+            inqueue_size=params.inqueue_size,
+            outqueue_size=params.outqueue_size,
+            num_sgd_iter=params.num_sgd_iter,
+            minibatch_buffer_size=params.minibatch_buffer_size,
+            global_vars=self.run_state.global_vars,
+            lock=self.policy_locks[ws_id],
+            workers=ws_id,
+        )
+
+    def learner(self, ref: str) -> Any:
+        """The (started) learner thread ``ref`` names."""
+        thread = self.learners[resource_id(ref)]
+        thread.start()
+        return thread
+
+    def policy_lock(self, ref: str) -> threading.RLock:
+        """The lock of worker set ``ref``'s learner policy (see :attr:`policy_locks`)."""
+        return self.policy_locks[resource_id(ref)]
 
     def worker_set(self, ref: str) -> Any:
         return self.worker_sets[resource_id(ref)]
@@ -127,10 +172,17 @@ class BuildContext:
         """Checkpoint data of the resources: ``policies`` (learner policy state by worker
         set id) and ``buffers`` (replay contents by id). The run's own state is
         ``run_state.get_state()``."""
-        return {
-            "policies": {rid: ws.local_policy.get_state() for rid, ws in self.worker_sets.items()},
+        policies = {}
+        for rid, ws in self.worker_sets.items():
+            with self.policy_locks[rid]:  # never half an update of a running learner thread
+                policies[rid] = ws.local_policy.get_state()
+        state: dict[str, Any] = {
+            "policies": policies,
             "buffers": {rid: buf.get_state() for rid, buf in self.buffers.items()},
         }
+        if self.learners:
+            state["learners"] = {rid: t.get_state() for rid, t in self.learners.items()}
+        return state
 
     def set_state(self, state: dict[str, Any]) -> None:
         """Restore ``get_state()`` output and send the restored weights to the rollout
@@ -141,7 +193,12 @@ class BuildContext:
             ws.sync_weights(self.run_state.global_vars())
         for rid, buf_state in state["buffers"].items():
             self.buffers[rid].set_state(buf_state)
+        for rid, learner_state in state.get("learners", {}).items():
+            self.learners[rid].set_state(learner_state)
 
     def stop(self) -> None:
+        """Join the learner threads, then release every actor. Idempotent."""
+        for thread in self.learners.values():
+            thread.stop()
         for ws in self.worker_sets.values():
             ws.stop()

@@ -34,3 +34,15 @@ class TrainInfo:
 
     stats: dict[str, Any]
     count: int
+
+
+def scalar_stats(stats: dict[str, Any]) -> dict[str, float]:
+    """The scalar entries of learner ``stats`` as floats (arrays of size 1 included; other
+    arrays, e.g. DQN's per-row ``td_error``, left out)."""
+    out: dict[str, float] = {}
+    for key, value in stats.items():
+        if isinstance(value, (int, float, np.floating, np.integer)):
+            out[key] = float(value)
+        elif isinstance(value, np.ndarray) and value.size == 1:
+            out[key] = float(value.item())
+    return out

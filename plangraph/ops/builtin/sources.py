@@ -44,5 +44,6 @@ ParallelRollouts = register_op(
     output="SampleBatch",
     params=ParallelRolloutsParams,
     resources=WORKERS_READ,
+    placement="actors",
     builtin=True,
 )

@@ -20,10 +20,16 @@ __all__ = [
     "AverageGradientsParams",
     "ComputeGradients",
     "ComputeGradientsParams",
+    "Dequeue",
+    "DequeueParams",
+    "Enqueue",
+    "EnqueueParams",
     "TrainOneStep",
     "TrainOneStepParams",
     "UpdateTarget",
     "UpdateTargetParams",
+    "UpdateWorkerWeights",
+    "UpdateWorkerWeightsParams",
 ]
 
 
@@ -157,5 +163,86 @@ UpdateTarget = register_op(
     output="TrainInfo",
     params=UpdateTargetParams,
     resources=WORKERS_WRITE,
+    builtin=True,
+)
+
+
+# -- asynchronous learning (IMPALA/APPO) ----------------------------------------------------
+
+_QUEUE_DESC = 'The LearnerThread resource, "@id".'
+
+
+class EnqueueParams(OpParams):
+    """Put each train batch on a learner thread's in-queue and pass it through.
+
+    The learner thread trains on it in the background (IMPALA's ``Enqueue``). A full queue
+    applies back-pressure: the operator yields not-ready and offers the *same* batch again
+    on the next pull, so no batch is ever dropped. Adds the batch's env steps to counter
+    ``num_env_steps_enqueued``.
+    """
+
+    queue: ResourceRef = Field(description=_QUEUE_DESC)
+
+
+Enqueue = register_op(
+    "Enqueue",
+    category="train",
+    apply="for_each",
+    inputs=["SampleBatch"],
+    output="SampleBatch",
+    params=EnqueueParams,
+    resources={"queue": ("LearnerThread", "write")},
+    builtin=True,
+)
+
+
+class DequeueParams(OpParams):
+    """Stream the learner thread's results: one ``TrainInfo`` per trained batch.
+
+    A source (IMPALA's ``Dequeue``): not-ready while the out-queue is empty, so a
+    ``Concurrently(mode="async")`` keeps driving the sampling branch. Adds each batch's env
+    steps once to counter ``num_env_steps_trained`` and reports the learner stats,
+    including ``policy_lag`` (learner version minus the batch's behaviour version). Raises
+    the learner thread's error, naming this node, if the thread died.
+    """
+
+    queue: ResourceRef = Field(description=_QUEUE_DESC)
+
+
+Dequeue = register_op(
+    "Dequeue",
+    category="train",
+    apply="source",
+    output="TrainInfo",
+    params=DequeueParams,
+    resources={"queue": ("LearnerThread", "read")},
+    builtin=True,
+)
+
+
+class UpdateWorkerWeightsParams(OpParams):
+    """Send the learner's current weights to the rollout worker that produced each batch.
+
+    Per-actor weight sync (RLlib's ``zip_with_source_actor`` + ``UpdateWorkerWeights``):
+    after every ``max_weight_sync_delay`` batches *of one worker*, that worker alone gets
+    the weights of the current learner version (one ``ray.put`` per version, shared by all
+    workers). Place it right after an ``async`` ``ParallelRollouts``. Counts
+    ``num_weight_syncs``; passes the batch through.
+    """
+
+    workers: ResourceRef = workers_field()
+    max_weight_sync_delay: int = Field(
+        1, ge=1, description="Batches of one worker between two weight syncs to it."
+    )
+
+
+UpdateWorkerWeights = register_op(
+    "UpdateWorkerWeights",
+    category="train",
+    apply="for_each",
+    inputs=["SampleBatch"],
+    output="SampleBatch",
+    params=UpdateWorkerWeightsParams,
+    resources=WORKERS_READ,
     builtin=True,
 )

@@ -2,26 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
 from plangraph.flow.local import LocalIterator
 from plangraph.flow.metrics import get_metrics
+from plangraph.flow.sentinel import NOT_READY, note_local_wait
 from plangraph.runtime.build_context import BuildContext
 from plangraph.runtime.counters import SAMPLED, TARGET_UPDATES, TRAINED
 from plangraph.runtime.implementations import register_lowering, timed
-from plangraph.runtime.items import GradInfo, TrainInfo
-
-
-def _scalar_stats(stats: dict[str, Any]) -> dict[str, float]:
-    out = {}
-    for key, value in stats.items():
-        if isinstance(value, (int, float, np.floating, np.integer)):
-            out[key] = float(value)
-        elif isinstance(value, np.ndarray) and value.size == 1:
-            out[key] = float(value.item())
-    return out
+from plangraph.runtime.items import GradInfo, TrainInfo, scalar_stats
 
 
 def _broadcast(ctx: BuildContext, ws: Any) -> None:
@@ -53,7 +45,7 @@ def _train_one_step(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIte
                 buf.update_priorities(batch["batch_indexes"], np.asarray(td_error))
         count = batch.env_steps()
         metrics.counters[TRAINED] += count
-        scalars = _scalar_stats(stats)
+        scalars = scalar_stats(stats)
         metrics.info["learner"] = scalars
         if p.update_workers_every == 1:
             _broadcast(ctx, ws)
@@ -74,7 +66,7 @@ def _compute_gradients(node: Any, inputs: list[Any], ctx: BuildContext) -> Local
         policy = ws.local_policy
         policy.set_global_vars(ctx.run_state.global_vars())
         grads, stats = policy.compute_gradients(batch)
-        scalars = _scalar_stats(dict(stats))
+        scalars = scalar_stats(dict(stats))
         get_metrics().info["learner"] = scalars
         return GradInfo(list(grads), batch.env_steps(), scalars)
 
@@ -116,7 +108,7 @@ def _apply_gradients(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIt
         policy.set_global_vars(ctx.run_state.global_vars())
         extra = policy.apply_gradients(info.grads) or {}
         metrics.counters[TRAINED] += info.count
-        stats = {**info.stats, **_scalar_stats(dict(extra))}
+        stats = {**info.stats, **scalar_stats(dict(extra))}
         metrics.info["learner"] = stats
         if p.update_workers:
             _broadcast(ctx, ws)
@@ -129,6 +121,7 @@ def _apply_gradients(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIt
 def _update_target(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIterator[Any]:
     p = node.params
     ws = ctx.worker_set(p.workers)
+    lock = ctx.policy_lock(p.workers)
     counter = SAMPLED if p.unit == "sampled" else TRAINED
     last_key = f"last_target_update_ts/{node.id}"
 
@@ -139,9 +132,104 @@ def _update_target(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIter
         # that saw progress).
         due = now > last if p.freq == 0 else now // p.freq > last // p.freq
         if due:
-            ws.local_policy.update_target()
+            with lock:  # a learner thread may be training this policy
+                ws.local_policy.update_target()
             metrics.counters[TARGET_UPDATES] += 1
             metrics.counters[last_key] = now
         return item
 
     return inputs[0].for_each(timed(node.id, update), name=node.id)
+
+
+# -- asynchronous learning (IMPALA/APPO) ----------------------------------------------------
+
+ENQUEUED = "num_env_steps_enqueued"
+ENQUEUE_RETRIES = "num_enqueue_retries"
+WEIGHT_SYNCS = "num_weight_syncs"
+
+
+@register_lowering("Enqueue")
+def _enqueue(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIterator[Any]:
+    import queue
+
+    learner = ctx.learner(node.params.queue)
+
+    def enqueue(batch: Any) -> Any:
+        learner.check(node.id)
+        try:
+            learner.inqueue.put_nowait(batch)
+        except queue.Full:
+            # Back-pressure: the same batch is offered again on the next pull.
+            get_metrics().counters[ENQUEUE_RETRIES] += 1
+            note_local_wait()
+            return NOT_READY
+        get_metrics().counters[ENQUEUED] += batch.env_steps()
+        return batch
+
+    return inputs[0].for_each(timed(node.id, enqueue), name=node.id)
+
+
+@register_lowering("Dequeue")
+def _dequeue(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIterator[Any]:
+    import queue
+
+    learner = ctx.learner(node.params.queue)
+
+    def base(timeout: float | None) -> Iterator[Any]:
+        while True:
+            try:
+                # A blocking consumer may wait a little; a union polls without waiting.
+                update = learner.outqueue.get(timeout=min(timeout or 0.05, 0.05))
+            except queue.Empty:
+                learner.check(node.id)
+                note_local_wait()
+                yield NOT_READY
+                continue
+            metrics = get_metrics()
+            metrics.counters[TRAINED] += update.count
+            metrics.info["learner"] = {
+                **update.stats,
+                "learner_busy_fraction": learner.busy_fraction(),
+                "learner_inqueue_size": float(learner.inqueue.qsize()),
+            }
+            yield TrainInfo(dict(update.stats), update.count)
+
+    return LocalIterator(base, name=node.id)
+
+
+@register_lowering("UpdateWorkerWeights")
+def _update_worker_weights(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIterator[Any]:
+    p = node.params
+    ws = ctx.worker_set(p.workers)
+    ws_id = p.workers.removeprefix("@")
+    lock = ctx.policy_lock(p.workers)
+    learners = [t for t in ctx.learners.values() if t.workers == ws_id]
+    batches_since_sync: dict[int, int] = {}
+    cached: list[Any] = [None, -1]  # (object ref of the weights, learner version)
+
+    def version() -> int:
+        return learners[0].version if learners else 0
+
+    def sync(batch: Any) -> Any:
+        actor = get_metrics().current_actor
+        if actor is None or not ws.remote_workers:
+            return batch  # local sampling: the workers share the learner policy
+        key = id(actor)
+        batches_since_sync[key] = batches_since_sync.get(key, 0) + 1
+        if batches_since_sync[key] < p.max_weight_sync_delay:
+            return batch
+        batches_since_sync[key] = 0
+        import ray
+
+        current = version()
+        if cached[1] != current:
+            with lock:  # a consistent snapshot, never half an update
+                weights = ws.local_policy.get_weights()
+                current = version()
+            cached[0], cached[1] = ray.put(weights), current
+        global_vars = {**ctx.run_state.global_vars(), "policy_version": cached[1]}
+        actor.set_weights.remote(cached[0], global_vars)
+        get_metrics().counters[WEIGHT_SYNCS] += 1
+        return batch
+
+    return inputs[0].for_each(timed(node.id, sync), name=node.id)
