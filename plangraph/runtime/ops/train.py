@@ -145,6 +145,7 @@ def _update_target(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIter
 
 ENQUEUED = "num_env_steps_enqueued"
 ENQUEUE_RETRIES = "num_enqueue_retries"
+_DEQUEUE_WAIT_S = 0.05
 WEIGHT_SYNCS = "num_weight_syncs"
 
 
@@ -178,8 +179,10 @@ def _dequeue(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIterator[A
     def base(timeout: float | None) -> Iterator[Any]:
         while True:
             try:
-                # A blocking consumer may wait a little; a union polls without waiting.
-                update = learner.outqueue.get(timeout=min(timeout or 0.05, 0.05))
+                if timeout == 0:  # polled by a union: never wait
+                    update = learner.outqueue.get_nowait()
+                else:  # a blocking consumer: wait a little, then re-check the thread
+                    update = learner.outqueue.get(timeout=_DEQUEUE_WAIT_S)
             except queue.Empty:
                 learner.check(node.id)
                 note_local_wait()
