@@ -83,3 +83,49 @@ def test_severity_is_always_the_code_table_s() -> None:
         assert Diagnostic(code, "message").severity == severity
     assert Diagnostic("PG161", "x").severity == "warning"
     assert not Diagnostic("PG161", "x").is_error
+
+
+def test_registry_errors_are_in_the_tree() -> None:
+    from plangraph.ops import get_op, register_op
+
+    with pytest.raises(plangraph.UnknownOperatorError, match="did you mean ConcatBatches") as info:
+        get_op("ConcatBatchs")
+    assert isinstance(info.value, KeyError)  # callers that catch KeyError keep working
+    with pytest.raises(plangraph.RegistrationError, match="built-in"):
+        register_op("Batch", category="combine", inputs=["T"], output="T")
+
+
+def test_missing_implementation_is_refused_before_any_actor_starts() -> None:
+    import ray
+
+    from plangraph.ops import register_op, unregister_op
+
+    register_op(
+        "NoImplOp", category="combine", inputs=["SampleBatch"], output="SampleBatch", replace=True
+    )
+    try:
+        plan = {
+            "name": "noimpl",
+            "resources": {"workers": {"kind": "WorkerSet", "params": {"policy": {"algo": "a2c"}}}},
+            "nodes": {
+                "rollouts": {"op": "ParallelRollouts"},
+                "noimpl": {"op": "NoImplOp", "inputs": ["rollouts"]},
+                "train": {"op": "TrainOneStep", "inputs": ["noimpl"]},
+                "metrics": {"op": "StandardMetricsReporting", "inputs": ["train"]},
+            },
+            "output": "metrics",
+        }
+        was_running = ray.is_initialized()
+        with pytest.raises(plangraph.BuildError, match=r"'noimpl'.*register_impl"):
+            plangraph.compile(plan).build()
+        assert ray.is_initialized() == was_running
+    finally:
+        unregister_op("NoImplOp")
+
+
+def test_nested_stop_keys_need_a_sub_key() -> None:
+    from plangraph.runtime.stopping import StopCriteria
+
+    with pytest.raises(plangraph.StopCriterionError, match="learner/kl"):
+        StopCriteria.parse({"learner": 1})
+    assert StopCriteria.parse({"learner/kl": 0.1}).thresholds == {"learner/kl": 0.1}

@@ -48,8 +48,8 @@ def register_op(
     In the decorator form the class is the ``Params`` model, its name the op name and its
     docstring the op doc. ``inputs``/``output`` are port types as text (``"SampleBatch"``,
     ``"list[T]"``); ``resources`` maps a param to ``(kind, "read"|"write")``. Raises
-    ``ValueError`` if the name is taken (unless ``replace``) or the signature is
-    inconsistent (e.g. a for_each op without exactly one input).
+    ``RegistrationError`` (a ``ValueError``) if the name is taken (unless ``replace``) or
+    the signature is inconsistent (e.g. a for_each op without exactly one input).
 
     plangraph's own operators (``plangraph/ops/builtin/``) are declared the same way with
     ``builtin=True``: they cannot be replaced or removed, and ``plangraph.runtime`` finds
