@@ -16,7 +16,10 @@ them all, or a phase to catch one kind. Each also keeps the builtin base it alwa
     │   ├── UnsupportedFormatError, GraphvizPackageMissingError,
     │   └── DotBinaryMissingError, DotFailedError
     ├── OperatorError              (plangraph.flow) an operator or actor task failed while
-    │                              running; names the plan node id
+    │   │                          running; names the plan node id
+    │   ├── PlanStalledError       (plangraph.flow.watchdog) the sink got nothing for
+    │   │                          max_idle_s while the flow kept running
+    │   └── WorkerRestartError     (plangraph.rl.restarts) a rollout worker kept dying
     └── StopCriterionError         a malformed or unknown stop criterion (``--stop``)
 
 Severity of a compiler finding is not an exception matter: a ``Diagnostic``'s severity is

@@ -27,6 +27,27 @@ class WorkerSetParams(BaseModel):
         64, ge=1, description="Env steps per sub-env in one sample() call."
     )
     policy: PolicyConfig = Field(description="Algorithm and its hyperparameters.")
+    max_worker_restarts: int = Field(
+        3,
+        ge=0,
+        description=(
+            "Replacements of one dead rollout worker allowed within worker_restart_window_s; "
+            "its next death stops the run with WorkerRestartError (0: never replace)."
+        ),
+    )
+    worker_restart_window_s: float = Field(
+        300.0,
+        gt=0.0,
+        description="Sliding window in which a worker's replacements are counted (s).",
+    )
+    worker_restart_backoff_s: float = Field(
+        1.0,
+        ge=0.0,
+        description=(
+            "Wait before replacing a dead worker (s), doubled for each earlier replacement "
+            "of that worker within the window (at most 60 s)."
+        ),
+    )
 
 
 class ReplayBufferParams(BaseModel):

@@ -8,6 +8,7 @@ and the episode window are not kept here: they live in ``ctx.run_state``
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -37,8 +38,18 @@ def _with_overrides(rid: str, params: Any, updates: dict[str, Any]) -> Any:
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
         raise BuildError(f"resource {rid!r}: invalid override ({problems})") from exc
     if isinstance(params.env, str):
+        # "module:EnvId" (as gymnasium.make accepts it): importing the module registers
+        # the env, here and in each rollout worker's own gymnasium.make.
+        module, _, env_id = params.env.rpartition(":")
         try:
-            gymnasium.spec(params.env)
+            if module:
+                importlib.import_module(module)
+            gymnasium.spec(env_id)
+        except ImportError as exc:
+            raise BuildError(
+                f"resource {rid!r}: env {params.env!r}: cannot import module {module!r} "
+                f"({exc}); it must be importable here and in the rollout workers"
+            ) from exc
         except gymnasium.error.Error as exc:
             raise BuildError(
                 f"resource {rid!r}: env {params.env!r} is not a registered gymnasium env: "
