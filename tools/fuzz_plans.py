@@ -40,6 +40,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from plangraph.text import brief
+
 ROOT = Path(__file__).resolve().parent.parent
 PLANS_DIR = ROOT / "plans"
 
@@ -101,14 +103,18 @@ def _nasty_values(rng: random.Random, plan: dict[str, Any]) -> list[Callable[[],
         lambda: "${" + "-" * rng.choice((100, 10_000)) + "1}",
         lambda: "${" + "9" * rng.choice((400, 5000, 100_000)) + "}",
         lambda: "${" + rng.choice(("1e308*10", "1e308+1e308", "-1e308*10", "1/0", "0/0")) + "}",
-        lambda: "${" + rng.choice(("int(1e308)", "float(" + "9" * 400 + ")", "ceil(1e308*10)")) + "}",
+        lambda: (
+            "${" + rng.choice(("int(1e308)", "float(" + "9" * 400 + ")", "ceil(1e308*10)")) + "}"
+        ),
         lambda: "${" + rng.choice(("min()", "max(1)", "abs(1,2)", "x(1)", "a.b", "a[0]")) + "}",
         lambda: "${" + f"{k}*{k}" * 1 + "*" + "9" * 2000 + "}",
         lambda: "${" + f"floor({k}) % 0" + "}",
         lambda: f"${{{k}}}",
         lambda: "@" + rng.choice(("workers", "replay", "nope", "")),
         lambda: "$" + "{" * 3 + "}",
-        lambda: [[rng.randint(-5, 5) * 1000, rng.choice((0.1, -0.1, float("nan")))] for _ in range(3)],
+        lambda: [
+            [rng.randint(-5, 5) * 1000, rng.choice((0.1, -0.1, float("nan")))] for _ in range(3)
+        ],
         lambda: [[rng.randint(0, 10) * 100, 0.001] for _ in range(rng.randint(0, 4))],
     ]
 
@@ -146,14 +152,16 @@ def mutate(plan: dict[str, Any], rng: random.Random) -> dict[str, Any]:
             elif op == 1:
                 del box[key]
             elif op == 2:  # duplicate under an odd name (an odd node/resource id)
-                box[rng.choice((*ODD_IDS, f"{key}2"))] = copy.deepcopy(box[key])
+                box[rng.choice((*ODD_IDS, f"{key}2"))] = box[key]  # shared: may be deep
             elif op == 3:  # rename
                 box[rng.choice((*ODD_IDS, 12, None))] = box.pop(key)
             elif op == 4:  # change the type
                 v = box[key]
                 box[key] = (
-                    [v] if not isinstance(v, list) else {"0": v}
-                ) if rng.random() < 0.5 else str(v)[:100]
+                    ([v] if not isinstance(v, list) else {"0": v})
+                    if rng.random() < 0.5
+                    else brief(v)[:100]
+                )
             elif op == 5:  # point an id field at an odd id
                 box[key] = rng.choice(ODD_IDS) if rng.random() < 0.5 else [rng.choice(ODD_IDS)]
             else:
@@ -169,7 +177,7 @@ def mutate(plan: dict[str, Any], rng: random.Random) -> dict[str, Any]:
             elif op == 1:
                 del box[i]
             elif op == 2:
-                box.insert(i, copy.deepcopy(box[i]))
+                box.insert(i, box[i])
             else:
                 box.reverse()
     return plan
@@ -204,7 +212,9 @@ def mutate_text(text: str, rng: random.Random) -> str:
             n = rng.choice((1000, DEPTH))
             text = text[:pos] + '{"a":' * n + "1" + "}" * n + text[pos:]
         elif op == 6:
-            text = text[:pos] + rng.choice(('"\\ud800"', "\ud800", "\x00", '"\\u0000"')) + text[pos:]
+            text = (
+                text[:pos] + rng.choice(('"\\ud800"', "\ud800", "\x00", '"\\u0000"')) + text[pos:]
+            )
         elif op == 7:
             text = text[:pos] + "9" * rng.choice((400, 5000, 100_000)) + text[pos:]
         else:
@@ -310,7 +320,9 @@ def check(source: Any, time_limit: float = 2.0, hang_limit: float = 30.0) -> lis
             try:
                 fn()
             except Exception as exc:
-                fails.append(Failure(f"clean plan: {what} raised {type(exc).__name__}", _short(exc)))
+                fails.append(
+                    Failure(f"clean plan: {what} raised {type(exc).__name__}", _short(exc))
+                )
         params = [n.params for n in compiled.nodes.values()]
         params += [r.params for r in compiled.resources.values()]
         if any(_non_finite(p) for p in params):

@@ -25,6 +25,7 @@ from plangraph.ir.refs import ConfigRefError, parse_config_ref
 from plangraph.ir.source import SourceMap
 from plangraph.ir.types import PortType
 from plangraph.ops.registry import OpSignature, close_matches
+from plangraph.text import brief
 
 __all__ = ["Context", "join_hints"]
 
@@ -145,7 +146,7 @@ class Context:
                 fields = _fields_at(model, raw, rel[:-1])
                 self.report(
                     "PG119",
-                    f"unknown param {dotted!r} for {what}",
+                    f"unknown param {brief(dotted)} for {what}",
                     node=node,
                     pointer=ptr,
                     key=True,
@@ -155,7 +156,7 @@ class Context:
             elif group == "missing":
                 self.report(
                     code,
-                    f"missing required param {dotted!r} for {what}",
+                    f"missing required param {brief(dotted)} for {what}",
                     node=node,
                     pointer=base,
                     key=True,
@@ -163,7 +164,7 @@ class Context:
                 )
             else:
                 origin = _origin(original, rel)
-                got = f" (got {value!r}{origin})" if not isinstance(value, Mapping) else ""
+                got = f" (got {brief(value)}{origin})" if not isinstance(value, Mapping) else ""
                 sugg = ()
                 if isinstance(value, str) and ptr in choices:
                     sugg = close_matches(value, dict.fromkeys(choices[ptr]))

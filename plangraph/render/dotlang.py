@@ -16,8 +16,18 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from plangraph.text import escape_surrogates
+
 # XML 1.0 forbids these control characters even when escaped; dot would reject the label.
 _XML_INVALID = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+# In a quoted id or attribute: controls that dot mangles or rejects (NUL ends its string),
+# and lone surrogates (not encodable as UTF-8, the only encoding plangraph writes).
+_QUOTE_UNSAFE = re.compile("[\x00-\x09\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]")
+
+
+def _code_escape(m: re.Match[str]) -> str:
+    c = ord(m.group())
+    return f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
 
 
 class Html(str):
@@ -30,20 +40,24 @@ def quote(text: str) -> str:
     r"""Return ``text`` as a double-quoted DOT string that dot reads back unambiguously.
 
     In a quoted DOT string only ``\"`` is an escape and a backslash before a newline joins
-    lines, so backslashes are doubled, quotes escaped and newlines written as ``\n``. The
-    mapping is injective: distinct ids stay distinct node names.
+    lines, so backslashes are doubled, quotes escaped and newlines written as ``\n``; other
+    control characters and lone surrogates are written as ``\xNN`` / ``\udXXX`` text. The
+    mapping is injective (the original backslashes are all doubled, so no written escape
+    can be confused with one): distinct ids stay distinct node names.
 
     >>> quote('a:b'), quote('graph'), quote('"x"')
     ('"a:b"', '"graph"', '"\\"x\\""')
     """
     escaped = text.replace("\\", "\\\\").replace('"', '\\"')
     escaped = escaped.replace("\r", "\\r").replace("\n", "\\n")
+    escaped = _QUOTE_UNSAFE.sub(_code_escape, escaped)
     return f'"{escaped}"'
 
 
 def escape_html(text: str) -> str:
-    """Escape ``text`` for the inside of an HTML-like label (``&<>"`` and bad controls)."""
-    text = _XML_INVALID.sub("\ufffd", text)
+    r"""Escape ``text`` for the inside of an HTML-like label (``&<>"``; controls XML forbids
+    become U+FFFD, lone surrogates ``\udXXX`` text)."""
+    text = _XML_INVALID.sub("\ufffd", escape_surrogates(text))
     return (
         text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
     )

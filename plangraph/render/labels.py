@@ -15,6 +15,7 @@ from typing import Any
 
 from plangraph.render.dotlang import Html, escape_html
 from plangraph.render.style import ERROR_COLOR, MUTED_COLOR, WARNING_COLOR
+from plangraph.text import brief
 
 MAX_VALUE_CHARS = 40
 """Longer parameter values are cut with an ellipsis (the tooltip and JSON have them whole)."""
@@ -56,8 +57,8 @@ def format_value(value: Any) -> str:
     else:
         try:
             text = json.dumps(value, ensure_ascii=False, default=str)
-        except (TypeError, ValueError):
-            text = str(value)
+        except (TypeError, ValueError, RecursionError):  # e.g. an int past 4300 digits
+            text = brief(value)
     if len(text) > MAX_VALUE_CHARS:
         text = text[: MAX_VALUE_CHARS - 1] + "\u2026"
     return text
