@@ -12,7 +12,7 @@ For every mutant :func:`check` asserts the compiler's promises:
 
 - ``plangraph.analyze`` returns (no exception escapes) within ``time_limit`` seconds;
 - every diagnostic's text encodes as UTF-8 and as ASCII with ``backslashreplace``;
-- ``to_dot()`` works and its text encodes as UTF-8;
+- ``to_dot()`` works, its text encodes as UTF-8 and (every n-th mutant) ``dot`` accepts it;
 - a clean plan also explains, serialises (``to_json``) and round-trips
   (``Plan.from_json(plan.to_json()) == plan``), and carries no non-finite number.
 
@@ -31,7 +31,9 @@ import copy
 import json
 import math
 import random
+import shutil
 import signal
+import subprocess
 import sys
 import time
 from collections import Counter
@@ -274,11 +276,14 @@ def _non_finite(value: Any) -> bool:
     return False
 
 
-def check(source: Any, time_limit: float = 2.0, hang_limit: float = 30.0) -> list[Failure]:
+def check(
+    source: Any, time_limit: float = 2.0, hang_limit: float = 30.0, dot: str | None = None
+) -> list[Failure]:
     """The broken promises of the compiler on ``source`` (a dict or JSON text); [] if none.
 
     ``hang_limit``: seconds after which analysis is interrupted (SIGALRM, main thread only)
-    and reported as a hang.
+    and reported as a hang. ``dot``: path of Graphviz's ``dot``, to check that it accepts
+    the DOT text (``dot -Tsvg``).
     """
     import plangraph
     from plangraph.ir.plan import Plan
@@ -308,9 +313,16 @@ def check(source: Any, time_limit: float = 2.0, hang_limit: float = 30.0) -> lis
         except Exception as exc:
             fails.append(Failure(f"diagnostic {d.code} unprintable", _short(exc)))
     try:
-        compiled.to_dot().encode("utf-8")
+        dot_text = compiled.to_dot().encode("utf-8")
     except Exception as exc:
         fails.append(Failure(f"to_dot raised {type(exc).__name__}", _short(exc)))
+    else:
+        if dot is not None:
+            run = subprocess.run([dot, "-Tsvg"], input=dot_text, capture_output=True, timeout=60)
+            if run.returncode != 0:
+                fails.append(
+                    Failure("dot rejects the DOT", _short(run.stderr.decode(errors="replace")))
+                )
     if compiled.ok:
         for what, fn in (
             ("explain", lambda: compiled.explain().encode("utf-8")),
@@ -339,12 +351,19 @@ def _short(exc: BaseException) -> str:
     return ascii(str(exc))[:200]
 
 
-def run(count: int, seed: int, time_limit: float = 2.0) -> tuple[Counter[str], dict[str, str]]:
-    """Check ``count`` mutants; ``(failures by kind, one example detail per kind)``."""
+def run(
+    count: int, seed: int, time_limit: float = 2.0, dot_every: int = 0
+) -> tuple[Counter[str], dict[str, str]]:
+    """Check ``count`` mutants; ``(failures by kind, one example detail per kind)``.
+
+    ``dot_every``: also run Graphviz ``dot`` on every n-th mutant's DOT (0: never; skipped
+    when ``dot`` is not on PATH)."""
     kinds: Counter[str] = Counter()
     examples: dict[str, str] = {}
+    dot = shutil.which("dot") if dot_every else None
     for i, m in enumerate(mutants(count, seed)):
-        for f in check(m, time_limit):
+        use_dot = dot if dot is not None and i % dot_every == 0 else None
+        for f in check(m, time_limit, dot=use_dot):
             kinds[f.kind] += 1
             examples.setdefault(f.kind, f"mutant {i}: {f.detail}")
     return kinds, examples
@@ -355,10 +374,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--count", type=int, default=2000, help="mutants to check")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--time-limit", type=float, default=2.0, help="seconds per analysis")
+    ap.add_argument("--dot-every", type=int, default=10, help="run dot on every n-th (0: off)")
     args = ap.parse_args(argv)
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 1000))
     t0 = time.perf_counter()
-    kinds, examples = run(args.count, args.seed, args.time_limit)
+    kinds, examples = run(args.count, args.seed, args.time_limit, args.dot_every)
     took = time.perf_counter() - t0
     print(f"{args.count} mutants (seed {args.seed}) in {took:.1f} s")
     if not kinds:

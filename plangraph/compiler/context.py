@@ -106,6 +106,8 @@ class Context:
             path = _real_path(raw, e["loc"])
             value = e.get("input")
             ctx = e.get("ctx") or {}
+            if isinstance(ctx.get("at"), str):  # a validator pointing below its field
+                path, value = _below(raw, path, ctx["at"].split("/"), value)
             if e["type"] == "union_tag_invalid":  # point at the tag, e.g. policy.algo
                 path.append(str(ctx.get("discriminator", "")).strip("'"))
                 value = ctx.get("tag")
@@ -287,6 +289,24 @@ def _real_path(raw: Any, loc: tuple[Any, ...]) -> list[str]:
             if tok == loc[-1]:
                 out.append(tok)
     return out
+
+
+def _below(raw: Any, path: list[str], more: list[str], value: Any) -> tuple[list[str], Any]:
+    """``path`` extended by ``more`` (a validator's ``ctx["at"]``, e.g. ``["2", "0"]``) as
+    far as the data has it, and the value found there (else ``value``)."""
+    cur: Any = raw
+    for p in path:
+        cur = cur.get(p) if isinstance(cur, Mapping) else cur[int(p)]
+    out = list(path)
+    for p in more:
+        if isinstance(cur, Mapping) and p in cur:
+            cur = cur[p]
+        elif isinstance(cur, list | tuple) and p.isdigit() and int(p) < len(cur):
+            cur = cur[int(p)]
+        else:
+            return out, value
+        out.append(p)
+    return out, cur
 
 
 def _dotted(parts: list[str]) -> str:

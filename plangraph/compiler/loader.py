@@ -183,10 +183,11 @@ def _from_text(text: str, file: str | None) -> Loaded:
 
 
 def _too_large(problems: list[Any], smap: SourceMap | None) -> list[Diagnostic]:
-    """PG105 diagnostics for the fatal :class:`~plangraph.ir.limits.LimitProblem` s."""
+    """Diagnostics for the fatal :class:`~plangraph.ir.limits.LimitProblem` s: PG105, or
+    PG102 for a NaN/Infinity (not JSON, as in JSON text)."""
     return [
         Diagnostic(
-            "PG105",
+            "PG102" if p.kind == "nonfinite" else "PG105",
             p.message,
             pointer=p.pointer,
             location=smap.locate(p.pointer) if smap else None,

@@ -49,6 +49,7 @@ HINTS: dict[str, str] = {
     "number, or a string if it is not a count",
     "number": "numbers must be finite doubles (at most about 1.8e308 in magnitude)",
     "text": "write the text as valid Unicode (UTF-8)",
+    "nonfinite": "write a finite number (JSON has no NaN or Infinity)",
 }
 """How to fix a value beyond each bound, by :attr:`LimitProblem.kind`."""
 
@@ -56,8 +57,9 @@ HINTS: dict[str, str] = {
 @dataclass(frozen=True)
 class LimitProblem:
     """``message`` about the value at JSON ``pointer``; ``kind`` (a key of :data:`HINTS`)
-    names the bound. ``fatal``: beyond a bound (the plan cannot be analysed); otherwise a
-    string whose lone surrogates were escaped (kind ``"text"``), and analysis goes on."""
+    names the bound (``"nonfinite"``, ``"text"``: no bound, but not JSON either).
+    ``fatal``: the plan cannot be analysed; otherwise (kind ``"text"``) a string whose
+    lone surrogates were escaped, and analysis goes on."""
 
     pointer: str
     message: str
@@ -91,7 +93,8 @@ def screen(value: Any, pointer: str = "") -> tuple[Any, list[LimitProblem]]:
     their lone surrogates escaped when it held any; problems in walk order, at most one
     per bound (the first value found beyond it) plus one per string holding surrogates.
     Pointers are as found (they may hold the surrogates: diagnostics print them escaped).
-    Non-finite floats are left to the callers (they word them per field).
+    A NaN or infinite float (kind ``"nonfinite"``) is fatal too: JSON text cannot hold one,
+    so neither can a plan given as a dict.
     """
     problems: list[LimitProblem] = []
     stack: list[tuple[Any, str, int]] = [(value, pointer, 1)]
@@ -123,9 +126,9 @@ def screen(value: Any, pointer: str = "") -> tuple[Any, list[LimitProblem]]:
                     )
                 )
         elif isinstance(v, int | float):
-            why = check_number(v) if isinstance(v, int) else None
+            why = check_number(v)
             if why is not None:
-                beyond("int", ptr, why)
+                beyond("nonfinite" if isinstance(v, float) else "int", ptr, why)
         elif isinstance(v, Mapping | list | tuple):
             if depth > MAX_DEPTH:
                 beyond("depth", ptr, f"value nested more than {MAX_DEPTH} levels deep")
