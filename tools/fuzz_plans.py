@@ -80,7 +80,9 @@ def _deep_dict(depth: int) -> Any:
 
 
 def _nasty_values(rng: random.Random, plan: dict[str, Any]) -> list[Callable[[], Any]]:
-    keys = [k for k in plan.get("config", {}) if isinstance(k, str)] or ["x"]
+    config = plan.get("config")
+    keys = [k for k in config if isinstance(k, str)] if isinstance(config, dict) else []
+    keys = keys or ["x"]
     k = rng.choice(keys)
     return [
         lambda: rng.choice(ODD_IDS),
