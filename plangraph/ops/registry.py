@@ -60,9 +60,10 @@ OutputRule = Callable[[Sequence[PortType], Any], PortType]
 
 
 class OpParams(BaseModel):
-    """Base class of operator ``Params`` models: frozen, unknown keys rejected."""
+    """Base class of operator ``Params`` models: frozen, unknown keys rejected, numbers
+    finite (NaN and Infinity are rejected: no param means either)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
 class NoParams(OpParams):

@@ -18,7 +18,7 @@ from plangraph.ops.registry import ResourceKind, register_resource_kind
 class WorkerSetParams(BaseModel):
     """A local learner policy plus ``num_workers`` remote rollout workers (Ray actors)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     env: str = Field("CartPole-v1", description="Gymnasium env id (overridden by --env).")
     num_workers: int = Field(2, ge=0, description="Remote rollout workers; 0 samples locally.")
@@ -53,7 +53,7 @@ class WorkerSetParams(BaseModel):
 class ReplayBufferParams(BaseModel):
     """Experience replay; capacity in env steps, FIFO eviction."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     capacity: int = Field(50_000, ge=1, description="Capacity in env steps (FIFO eviction).")
     learning_starts: int = Field(
