@@ -85,9 +85,11 @@ class BuildContext:
         ``RunState.for_plan(compiled)``.
 
         Raises:
-            BuildError: an override is invalid or the env id is unknown (before Ray starts).
+            BuildError: an override is invalid, the env id is unknown, or the replay buffers
+                cannot fit in the available memory (all before Ray starts).
         """
         from plangraph.rl import WorkerSet, make_replay_buffer
+        from plangraph.runtime.memory_check import check_replay_memory
         from plangraph.runtime.ray_session import ensure_ray
 
         updates: dict[str, Any] = {}
@@ -102,6 +104,8 @@ class BuildContext:
             else res.params
             for rid, res in compiled.resources.items()
         }
+        # A buffer that can never fill is refused now, not after the workers started.
+        check_replay_memory(compiled, params)
         ensure_ray(address)
         worker_sets: dict[str, Any] = {}
         buffers: dict[str, Any] = {}
