@@ -11,7 +11,8 @@ below load on first use.
 * ``plangraph.compile(plan, config=None)``: the same, raising ``PlanValidationError``
   unless the plan is clean.
 * Errors: ``PlangraphError`` and one subclass per phase (``PlanError`` with
-  ``PlanValidationError`` and ``PlanBuildError``, ``BuildError``, ``RenderError``,
+  ``PlanValidationError`` and ``PlanBuildError``, ``BuildError``, ``RegistrationError``
+  with ``UnknownOperatorError``, ``RenderError``,
   ``OperatorError``, ``StopCriterionError``); the tree is drawn in ``plangraph.errors``.
 """
 
@@ -31,8 +32,10 @@ __all__ = [
     "PlanError",
     "PlanValidationError",
     "PlangraphError",
+    "RegistrationError",
     "RenderError",
     "StopCriterionError",
+    "UnknownOperatorError",
     "analyze",
     "compile",
     "load_plan",
@@ -51,6 +54,8 @@ _LAZY = {
     "BuildError": "plangraph.errors",
     "RenderError": "plangraph.errors",
     "StopCriterionError": "plangraph.errors",
+    "RegistrationError": "plangraph.errors",
+    "UnknownOperatorError": "plangraph.errors",
     "PlanBuildError": "plangraph.ops.builder",
     "OperatorError": "plangraph.flow.errors",
 }
@@ -67,8 +72,10 @@ if TYPE_CHECKING:
         BuildError,
         PlanError,
         PlangraphError,
+        RegistrationError,
         RenderError,
         StopCriterionError,
+        UnknownOperatorError,
     )
     from plangraph.flow.errors import OperatorError
     from plangraph.ir import Plan, PlanConfig

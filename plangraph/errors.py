@@ -10,11 +10,16 @@ them all, or a phase to catch one kind. Each also keeps the builtin base it alwa
     │   └── PlanBuildError         (plangraph.ops) a Python plan's builder call is wrong
     ├── BuildError                 a clean plan cannot be built as asked (bad override,
     │                              unknown env id), raised before Ray starts
+    ├── RegistrationError          an operator or resource kind cannot be registered
+    │   └── UnknownOperatorError   ``get_op`` of a name nobody registered (also a KeyError)
     ├── RenderError                (plangraph.render) the plan cannot be drawn to a file
     │   ├── UnsupportedFormatError, GraphvizPackageMissingError,
     │   └── DotBinaryMissingError, DotFailedError
     ├── OperatorError              (plangraph.flow) an operator or actor task failed while
-    │                              running; names the plan node id
+    │   │                          running; names the plan node id
+    │   ├── PlanStalledError       (plangraph.flow.watchdog) the sink got nothing for
+    │   │                          max_idle_s while the flow kept running
+    │   └── WorkerRestartError     (plangraph.rl.restarts) a rollout worker kept dying
     └── StopCriterionError         a malformed or unknown stop criterion (``--stop``)
 
 Severity of a compiler finding is not an exception matter: a ``Diagnostic``'s severity is
@@ -28,8 +33,10 @@ __all__ = [
     "BuildError",
     "PlanError",
     "PlangraphError",
+    "RegistrationError",
     "RenderError",
     "StopCriterionError",
+    "UnknownOperatorError",
 ]
 
 
@@ -42,8 +49,21 @@ class PlanError(PlangraphError, ValueError):
 
 
 class BuildError(PlangraphError, ValueError):
-    """A plan that compiled cleanly cannot be built as asked (e.g. an unknown env id or an
-    invalid ``build()`` override); raised before Ray starts or any actor is created."""
+    """A plan that compiled cleanly cannot be built or run as asked (an unknown env id, an
+    invalid ``build()`` override, an operator without an implementation, an Algorithm
+    used after ``stop()``); raised before Ray starts or any actor is created."""
+
+
+class RegistrationError(PlangraphError, ValueError):
+    """An operator or resource kind cannot be registered: its name is taken (or built in)
+    or its signature is inconsistent (bad category, arity, resource param)."""
+
+
+class UnknownOperatorError(RegistrationError, KeyError):
+    """No operator of that name is registered (the message has a did-you-mean)."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
 
 
 class RenderError(PlangraphError):

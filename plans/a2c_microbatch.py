@@ -1,8 +1,9 @@
 """A2C with microbatching, as in RLlib Flow's ``a2c.py`` when ``microbatch_size`` is set.
 
 Gradients are computed on microbatches of ``microbatch_size`` env steps, ``n =
-ceil(train_batch_size / microbatch_size)`` of them are averaged (element-wise mean, see
-AverageGradients) and applied in one optimizer step::
+ceil(train_batch_size / microbatch_size)`` of them are averaged (mean weighted by env
+steps, see AverageGradients; with ``normalize_advantages`` the advantages are standardised
+over all ``n`` microbatches) and applied in one optimizer step::
 
     rollouts.combine(ConcatBatches(min_batch_size=microbatch_size))
             .for_each(ComputeGradients(workers))

@@ -119,14 +119,14 @@ def test_ops_catalog_is_plain_text_with_whole_sentences(
     assert "``" not in out and "**" not in out
     line = next(ln for ln in out.splitlines() if ln.startswith("AverageGradients "))
     assert line.endswith(
-        "Combine a list of `GradInfo` into one: the element-wise mean of the gradients "
-        "and the sum of their env steps."
+        "Combine a list of `GradInfo` into one: the mean of the gradients weighted by "
+        "env steps, and the sum of their env steps."
     )
     line = next(ln for ln in out.splitlines() if ln.startswith("Concurrently "))
     assert line.endswith("e.g. DQN's store and replay/train branches.")  # not cut at "e.g."
     rc, out, _ = _run(capsys, "ops", "AverageGradients")
     assert "``" not in out and "**" not in out
-    assert "the element-wise mean of the gradients\n" in out
+    assert "the mean of the gradients weighted by\n" in out
     rc, out, _ = _run(capsys, "ops", "AverageGradients", "--format", "json")
     data = json.loads(out)
     assert data["summary"].startswith("Combine a list of `GradInfo` into one:")

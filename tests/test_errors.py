@@ -53,6 +53,43 @@ def test_build_phase_raises_build_error_before_ray_starts() -> None:
     assert ray.is_initialized() == was_running
 
 
+@pytest.mark.parametrize("prioritized", [False, True])
+def test_build_refuses_a_replay_buffer_that_cannot_fit_before_ray_starts(
+    prioritized: bool,
+) -> None:
+    """1e10 env steps of CartPole DQN transitions (n_step 3): 78 bytes each (obs and
+    next_obs 2 x 16, actions, eps_id, t, n_steps 4 x 8, rewards 4, two flags, the int64
+    insertion id), about 726 GiB, plus 2 x 256 GiB of PER trees."""
+    import ray
+
+    compiled = plangraph.compile(
+        ROOT / "plans" / "dqn.json",
+        config={"buffer_size": 10**10, "prioritized_replay": prioritized},
+    )
+    was_running = ray.is_initialized()
+    with pytest.raises(plangraph.BuildError) as info:
+        compiled.build()
+    assert ray.is_initialized() == was_running
+    message = str(info.value)
+    gib = "1.2 TiB" if prioritized else "726.4 GiB"
+    assert f"replay buffer 'replay' of capacity 10,000,000,000 env steps needs about {gib}" in (
+        message
+    )
+    assert "(78 bytes per env step)" in message
+    assert "--set buffer_size=N" in message and "env steps fit" in message
+
+
+def test_replay_memory_estimate_is_compared_with_the_given_memory() -> None:
+    from plangraph.runtime.memory_check import check_replay_memory
+
+    compiled = plangraph.compile(ROOT / "plans" / "dqn.json", config={"buffer_size": 1000})
+    params = {rid: res.params for rid, res in compiled.resources.items()}
+    (estimate,) = check_replay_memory(compiled, params, available=78_000)
+    assert (estimate.row_bytes, estimate.nbytes) == (78, 78_000)
+    with pytest.raises(plangraph.BuildError, match="about 999 env steps fit"):
+        check_replay_memory(compiled, params, available=77_999)
+
+
 def test_render_phase_raises_render_error(tmp_path: Path) -> None:
     compiled = plangraph.analyze(ROOT / "plans" / "ppo.json")
     with pytest.raises(plangraph.RenderError):
@@ -83,3 +120,49 @@ def test_severity_is_always_the_code_table_s() -> None:
         assert Diagnostic(code, "message").severity == severity
     assert Diagnostic("PG161", "x").severity == "warning"
     assert not Diagnostic("PG161", "x").is_error
+
+
+def test_registry_errors_are_in_the_tree() -> None:
+    from plangraph.ops import get_op, register_op
+
+    with pytest.raises(plangraph.UnknownOperatorError, match="did you mean ConcatBatches") as info:
+        get_op("ConcatBatchs")
+    assert isinstance(info.value, KeyError)  # callers that catch KeyError keep working
+    with pytest.raises(plangraph.RegistrationError, match="built-in"):
+        register_op("Batch", category="combine", inputs=["T"], output="T")
+
+
+def test_missing_implementation_is_refused_before_any_actor_starts() -> None:
+    import ray
+
+    from plangraph.ops import register_op, unregister_op
+
+    register_op(
+        "NoImplOp", category="combine", inputs=["SampleBatch"], output="SampleBatch", replace=True
+    )
+    try:
+        plan = {
+            "name": "noimpl",
+            "resources": {"workers": {"kind": "WorkerSet", "params": {"policy": {"algo": "a2c"}}}},
+            "nodes": {
+                "rollouts": {"op": "ParallelRollouts"},
+                "noimpl": {"op": "NoImplOp", "inputs": ["rollouts"]},
+                "train": {"op": "TrainOneStep", "inputs": ["noimpl"]},
+                "metrics": {"op": "StandardMetricsReporting", "inputs": ["train"]},
+            },
+            "output": "metrics",
+        }
+        was_running = ray.is_initialized()
+        with pytest.raises(plangraph.BuildError, match=r"'noimpl'.*register_impl"):
+            plangraph.compile(plan).build()
+        assert ray.is_initialized() == was_running
+    finally:
+        unregister_op("NoImplOp")
+
+
+def test_nested_stop_keys_need_a_sub_key() -> None:
+    from plangraph.runtime.stopping import StopCriteria
+
+    with pytest.raises(plangraph.StopCriterionError, match="learner/kl"):
+        StopCriteria.parse({"learner": 1})
+    assert StopCriteria.parse({"learner/kl": 0.1}).thresholds == {"learner/kl": 0.1}

@@ -47,6 +47,7 @@ def test_builtin_operator_is_complete(name: str) -> None:
     builder = getattr(declaring, name)
     assert isinstance(builder, OpFactory) and builder.name == name
     assert getattr(plangraph.ops, name).name == name
+    assert name in plangraph.ops.__all__
     # the implementation, found by category
     impl = LOWERINGS.get(name)
     assert impl is not None, f"built-in {name} has no implementation"

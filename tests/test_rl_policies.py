@@ -66,6 +66,42 @@ def test_microbatch_gradients_average_to_the_full_batch_gradient() -> None:
         np.testing.assert_allclose((a + b) / 2, f, rtol=1e-4, atol=1e-6)
 
 
+@pytest.mark.parametrize("normalize", [False, True])
+def test_unequal_microbatch_gradients_average_by_rows_to_the_whole_batch_gradient(
+    normalize: bool,
+) -> None:
+    """AverageGradients of microbatches of 300, 200 and 524 rows of one train batch is the
+    gradient of the whole batch: weighted by rows, and (normalize_advantages) with the
+    advantages standardised by the whole train batch's mean and std."""
+    from plangraph.runtime.items import GradInfo
+    from plangraph.runtime.ops.train import average_gradients
+
+    cfg = A2CConfig(normalize_advantages=normalize)
+    batch = _cartpole_batch(cfg, n=8, horizon=128)
+    assert batch.count == 1024
+    policy = make_policy(CARTPOLE_OBS, TWO_ACTIONS, cfg, seed=5)
+    full, _ = policy.compute_gradients(batch)
+    infos = []
+    for lo, hi in ((0, 300), (300, 500), (500, 1024)):
+        micro = batch[lo:hi]
+        grads, stats = policy.compute_gradients(micro)
+        if normalize:  # the split gradient that lets the average standardise per train batch
+            infos.append(
+                GradInfo(grads, micro.env_steps(), stats, policy.advantage_norm_terms(micro))
+            )
+        else:
+            infos.append(GradInfo(grads, micro.env_steps(), stats))
+    averaged = average_gradients(infos)
+    assert averaged.count == 1024
+    for f, g in zip(full, averaged.grads, strict=True):
+        assert g.dtype == np.float32
+        np.testing.assert_allclose(g, f, rtol=1e-5, atol=1e-7)
+    # Pooling is associative: averaging the first two, then with the third, agrees.
+    nested = average_gradients([average_gradients(infos[:2]), infos[2]])
+    for f, g in zip(full, nested.grads, strict=True):
+        np.testing.assert_allclose(g, f, rtol=1e-5, atol=1e-7)
+
+
 def test_ppo_epochs_minibatches_counters_and_kl() -> None:
     cfg = PPOConfig(lr=1e-3)
     batch = _cartpole_batch(cfg, n=4, horizon=25)  # 100 rows

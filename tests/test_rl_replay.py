@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from plangraph.ops.policies import DQNConfig
+from plangraph.ops.policies import A2CConfig, DQNConfig
 from plangraph.ops.resources import ReplayBufferParams
 from plangraph.rl.replay_buffer import PrioritizedReplayBuffer, ReplayBuffer, make_replay_buffer
 from plangraph.rl.rollout_worker import RolloutWorker
@@ -208,3 +208,72 @@ def test_dqn_replay_loop_updates_priorities_from_td_error() -> None:
     assert stats["td_error"].shape == (32,) and stats["num_env_steps_trained"] == 32
     assert buf.update_priorities(batch["batch_indexes"], stats["td_error"]) == 32
     assert buf.max_priority >= float(np.abs(stats["td_error"]).max())
+
+
+@pytest.mark.parametrize("prioritized", [False, True])
+def test_a_large_buffer_reserves_memory_only_as_it_fills(prioritized: bool) -> None:
+    """Capacity 4M env steps: creating the buffer and adding 100 rows allocates kilobytes,
+    not the ~100 MB of full storage, ids and PER trees; storage doubles as data arrives."""
+    import tracemalloc  # numpy reports its array allocations to tracemalloc
+
+    capacity = 1 << 22
+    tracemalloc.start()
+    try:
+        buf = make_replay_buffer(ReplayBufferParams(capacity=capacity, prioritized=prioritized))
+        buf.add(_rows(0, 100))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 2 * 1024**2
+    small = buf.nbytes
+    _fill(buf, [3000])
+    assert small < buf.nbytes < small * 8  # 1024 -> 4096 rows, not 4M
+    assert len(buf) == 3100
+
+
+@pytest.mark.parametrize("prioritized", [False, True])
+def test_growing_storage_keeps_fifo_sampling_priorities_and_state(prioritized: bool) -> None:
+    """Capacity 2500 > the initial 1024 rows: the buffer grows twice, then wraps; FIFO
+    contents, PER probabilities and a state round trip behave as with full storage."""
+    params = ReplayBufferParams(capacity=2500, prioritized=prioritized)
+    buf = make_replay_buffer(params, seed=1)
+    start = 0
+    for n in (700, 700, 700, 700, 700):
+        buf.add(_rows(start, n))
+        start += n
+        window = set(range(max(0, start - 2500), start))
+        assert len(buf) == len(window)
+        assert set(buf.sample(30_000)["actions"].tolist()) == window
+    if prioritized:
+        assert isinstance(buf, PrioritizedReplayBuffer)
+        s = buf.sample(64)
+        td = np.arange(1.0, 65.0)
+        assert buf.update_priorities(s["batch_indexes"], td) == 64
+        probs = buf.probabilities()
+        assert probs.shape == (2500,) and probs.sum() == pytest.approx(1.0)
+    twin = make_replay_buffer(params, seed=7)
+    twin.set_state(buf.get_state())
+    a, b = buf.sample(50), twin.sample(50)
+    for key in a.keys():
+        np.testing.assert_array_equal(a[key], b[key])
+    assert buf.update_priorities(np.array([-1, 10**9]), np.array([1.0, 1.0])) == 0
+
+
+@pytest.mark.parametrize(
+    "config",
+    [DQNConfig(hiddens=(8,)), DQNConfig(hiddens=(8,), n_step=3), A2CConfig(hiddens=(8,))],
+    ids=["dqn", "dqn-n3", "a2c"],
+)
+def test_row_layout_and_memory_estimate_match_a_real_buffer(config: object) -> None:
+    from plangraph.rl.replay_buffer import replay_nbytes
+    from plangraph.rl.rollout_worker import sample_row_layout
+
+    worker = RolloutWorker("CartPole-v1", 2, 16, config, seed=0)
+    batch = worker.sample()
+    layout = sample_row_layout(worker.observation_space, worker.action_space, config)
+    assert layout == {k: (v.shape[1:], v.dtype) for k, v in batch.items()}
+    for prioritized in (False, True):
+        buf = make_replay_buffer(ReplayBufferParams(capacity=96, prioritized=prioritized))
+        for _ in range(3):
+            buf.add(batch)  # 96 rows: full
+        assert buf.nbytes == replay_nbytes(96, layout, prioritized)

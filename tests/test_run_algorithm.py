@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -197,21 +198,27 @@ def _weights(algo: Algorithm) -> dict[str, np.ndarray]:
     return algo.ctx.worker_sets["workers"].local_policy.get_weights()
 
 
-@pytest.mark.parametrize("num_microbatches", [1, 4])
-def test_microbatch_plan_is_the_same_math_as_a2c(num_microbatches: int) -> None:
+def _plan_with_policy(plan: str, config: dict[str, Any], **policy: Any) -> Algorithm:
+    data = json.loads((PLANS / f"{plan}.json").read_text())
+    data["resources"]["workers"]["params"]["policy"].update(policy)
+    return plangraph.compile(data, config=config).build(seed=7)
+
+
+@pytest.mark.parametrize(
+    ("num_microbatches", "normalize"), [(1, False), (4, False), (1, True), (4, True)]
+)
+def test_microbatch_plan_is_the_same_math_as_a2c(num_microbatches: int, normalize: bool) -> None:
     """One iteration of a2c and of a2c_microbatch from the same seed: the same weights.
 
-    With 1 microbatch the paths are identical; with 4 equal microbatches the mean of the
-    per-microbatch gradients equals the whole-batch gradient (per-row-mean loss)."""
+    With 1 microbatch the paths are identical; with 4 equal microbatches the row-weighted
+    mean of the per-microbatch gradients equals the whole-batch gradient (per-row-mean
+    loss), also when advantages are standardised: per train batch, not per microbatch."""
     common = {"num_envs_per_worker": 2, "rollout_fragment_length": 16, "train_batch_size": 256}
-    a2c = build("a2c", common, seed=7)
-    micro = build(
+    a2c = _plan_with_policy("a2c", common, normalize_advantages=normalize)
+    micro = _plan_with_policy(
         "a2c_microbatch",
-        {
-            **common,
-            "microbatch_size": 256 // num_microbatches,
-        },
-        seed=7,
+        {**common, "microbatch_size": 256 // num_microbatches},
+        normalize_advantages=normalize,
     )
     try:
         before = _weights(a2c)

@@ -91,6 +91,20 @@ def test_run_usage_errors(tmp_path: Path, args: list[str], message: str) -> None
     assert "Traceback" not in proc.stderr
 
 
+def test_run_refuses_a_replay_buffer_that_cannot_fit_in_one_line(tmp_path: Path) -> None:
+    proc = plangraph(
+        "run", str(ROOT / "plans" / "dqn.json"), "--set", "buffer_size=10000000000",
+        "--stop", "iteration=1", cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr
+    # the run header ("plangraph run <plan> -> <dir>"), then the error in one line
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 2 and lines[0].startswith("plangraph run "), proc.stderr
+    assert lines[1].startswith("plangraph run: error: replay buffer 'replay' of capacity")
+    assert "needs about 726.4 GiB" in lines[1] and "--set buffer_size=N" in lines[1]
+
+
 def test_resume_needs_a_run_directory(tmp_path: Path) -> None:
     proc = plangraph("run", "--resume", str(tmp_path), "--stop", "iteration=1", cwd=tmp_path)
     assert proc.returncode == 2

@@ -23,6 +23,7 @@ from plangraph.ir.plan import Plan, dump_json
 from plangraph.ir.source import Location
 from plangraph.ir.types import PortType
 from plangraph.ops.registry import OpSignature
+from plangraph.text import brief
 
 __all__ = ["REPLAY_KIND", "CompiledNode", "CompiledPlan", "CompiledResource", "PassRecord"]
 
@@ -137,7 +138,7 @@ class CompiledPlan:
 
     def _known(self, node_id: str) -> str:
         if node_id not in self.nodes:
-            raise KeyError(f"plan {self.plan.name!r} has no node {node_id!r}")
+            raise KeyError(f"plan {brief(self.plan.name)} has no node {brief(node_id)}")
         return node_id
 
     def users(self, node_id: str) -> tuple[str, ...]:
@@ -237,8 +238,8 @@ class CompiledPlan:
         """A readable account: the checks run, the typed nodes in order, resources,
         diagnostics."""
         lines = [
-            f"plan {self.plan.name!r}: {_count(len(self.nodes), 'node')}, "
-            f"{_count(len(self.resources), 'resource')}, output {self.output!r} "
+            f"plan {brief(self.plan.name)}: {_count(len(self.nodes), 'node')}, "
+            f"{_count(len(self.resources), 'resource')}, output {brief(self.output)} "
             f"({self.output_type or '?'})",
             "",
             "checks run:",

@@ -25,6 +25,7 @@ from plangraph.ir.refs import ConfigRefError, parse_config_ref
 from plangraph.ir.source import SourceMap
 from plangraph.ir.types import PortType
 from plangraph.ops.registry import OpSignature, close_matches
+from plangraph.text import brief
 
 __all__ = ["Context", "join_hints"]
 
@@ -105,6 +106,8 @@ class Context:
             path = _real_path(raw, e["loc"])
             value = e.get("input")
             ctx = e.get("ctx") or {}
+            if isinstance(ctx.get("at"), str):  # a validator pointing below its field
+                path, value = _below(raw, path, ctx["at"].split("/"), value)
             if e["type"] == "union_tag_invalid":  # point at the tag, e.g. policy.algo
                 path.append(str(ctx.get("discriminator", "")).strip("'"))
                 value = ctx.get("tag")
@@ -145,7 +148,7 @@ class Context:
                 fields = _fields_at(model, raw, rel[:-1])
                 self.report(
                     "PG119",
-                    f"unknown param {dotted!r} for {what}",
+                    f"unknown param {brief(dotted)} for {what}",
                     node=node,
                     pointer=ptr,
                     key=True,
@@ -155,7 +158,7 @@ class Context:
             elif group == "missing":
                 self.report(
                     code,
-                    f"missing required param {dotted!r} for {what}",
+                    f"missing required param {brief(dotted)} for {what}",
                     node=node,
                     pointer=base,
                     key=True,
@@ -163,7 +166,7 @@ class Context:
                 )
             else:
                 origin = _origin(original, rel)
-                got = f" (got {value!r}{origin})" if not isinstance(value, Mapping) else ""
+                got = f" (got {brief(value)}{origin})" if not isinstance(value, Mapping) else ""
                 sugg = ()
                 if isinstance(value, str) and ptr in choices:
                     sugg = close_matches(value, dict.fromkeys(choices[ptr]))
@@ -286,6 +289,24 @@ def _real_path(raw: Any, loc: tuple[Any, ...]) -> list[str]:
             if tok == loc[-1]:
                 out.append(tok)
     return out
+
+
+def _below(raw: Any, path: list[str], more: list[str], value: Any) -> tuple[list[str], Any]:
+    """``path`` extended by ``more`` (a validator's ``ctx["at"]``, e.g. ``["2", "0"]``) as
+    far as the data has it, and the value found there (else ``value``)."""
+    cur: Any = raw
+    for p in path:
+        cur = cur.get(p) if isinstance(cur, Mapping) else cur[int(p)]
+    out = list(path)
+    for p in more:
+        if isinstance(cur, Mapping) and p in cur:
+            cur = cur[p]
+        elif isinstance(cur, list | tuple) and p.isdigit() and int(p) < len(cur):
+            cur = cur[int(p)]
+        else:
+            return out, value
+        out.append(p)
+    return out, cur
 
 
 def _dotted(parts: list[str]) -> str:

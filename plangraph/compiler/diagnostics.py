@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from plangraph.errors import PlanError
 from plangraph.ir.source import Location
+from plangraph.text import escape_surrogates, printable
 
 __all__ = ["CODES", "Diagnostic", "PlanValidationError", "Severity"]
 
@@ -27,6 +28,11 @@ CODES: dict[str, tuple[str, Severity, str]] = {
     "PG102": ("invalid-plan", "error", "A plan field is missing or has the wrong type."),
     "PG103": ("python-plan-error", "error", "A Python plan failed to build or defines no plan."),
     "PG104": ("unreadable-plan", "error", "The plan cannot be read (encoding, file type)."),
+    "PG105": (
+        "too-large",
+        "error",
+        "A value nested too deeply, an integer too large, or a plan with too many values.",
+    ),
     # names and references
     "PG110": ("unknown-op", "error", "A node names an operator that is not registered."),
     "PG111": ("unknown-input", "error", "A node input names no node of the plan."),
@@ -94,35 +100,50 @@ class Diagnostic:
           at /nodes/concat/params/min_batch_size
           hint: ...
           did you mean: 'a', 'b'?
+
+        The text prints in any terminal encoding: lone surrogates and control characters
+        in ids, pointers and messages are shown as backslash escapes (``a\\tb``), never
+        dropped; ids and the pointer stay on one line.
         """
         where = str(self.location) if self.location is not None else "<plan>"
-        subject = f"node '{self.node}': " if self.node else ""
-        lines = [f"{where}: {self.severity} {self.code} [{self.name}] {subject}{self.message}"]
+        subject = f"node '{printable(self.node, newlines=False)}': " if self.node else ""
+        message = printable(self.message)
+        lines = [
+            f"{printable(where)}: {self.severity} {self.code} [{self.name}] {subject}{message}"
+        ]
         if self.pointer:
-            lines.append(f"  at {self.pointer}")
+            lines.append(f"  at {printable(self.pointer, newlines=False)}")
         if self.hint:
-            lines.append(f"  hint: {self.hint}")
+            lines.append(f"  hint: {printable(self.hint)}")
         if self.suggestions:
-            lines.append("  did you mean: " + ", ".join(repr(s) for s in self.suggestions) + "?")
+            shown = ", ".join(printable(repr(s)) for s in self.suggestions)
+            lines.append(f"  did you mean: {shown}?")
         return "\n".join(lines)
 
     def __str__(self) -> str:
         return self.format()
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON form. Strings are as found except that lone surrogates are written as
+        ``\\udXXX`` (so the JSON encodes as UTF-8); control characters are left to the
+        JSON encoder, which escapes them."""
         loc = self.location
+
+        def text(v: str | None) -> str | None:
+            return None if v is None else escape_surrogates(v)
+
         return {
             "code": self.code,
             "name": self.name,
             "severity": self.severity,
-            "message": self.message,
-            "node": self.node,
-            "pointer": self.pointer,
-            "file": loc.file if loc else None,
+            "message": text(self.message),
+            "node": text(self.node),
+            "pointer": text(self.pointer),
+            "file": text(loc.file) if loc else None,
             "line": loc.line if loc else None,
             "col": loc.col if loc else None,
-            "hint": self.hint,
-            "suggestions": list(self.suggestions),
+            "hint": text(self.hint),
+            "suggestions": [escape_surrogates(s) for s in self.suggestions],
         }
 
 

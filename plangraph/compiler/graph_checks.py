@@ -12,6 +12,7 @@ from plangraph.compiler.context import Context
 from plangraph.compiler.topology import Topology
 from plangraph.ir.types import ANY, RESULT, PortType, is_assignable, substitute, unify
 from plangraph.ops.registry import all_ops, close_matches
+from plangraph.text import brief
 
 
 def check_graph(ctx: Context) -> None:
@@ -23,7 +24,7 @@ def check_graph(ctx: Context) -> None:
             if src not in ctx.plan.nodes:
                 ctx.report(
                     "PG111",
-                    f"input {src!r} names no node of the plan",
+                    f"input {brief(src)} names no node of the plan",
                     node=nid,
                     pointer=f"/nodes/{nid}/inputs/{i}",
                     hint=f"nodes: {', '.join(ids)}",
@@ -33,7 +34,7 @@ def check_graph(ctx: Context) -> None:
     if out and out not in ctx.plan.nodes:
         ctx.report(
             "PG115",
-            f"output {out!r} names no node of the plan",
+            f"output {brief(out)} names no node of the plan",
             pointer="/output",
             hint="the output is the id of the node the driver pulls results from, usually "
             "the StandardMetricsReporting node",
@@ -185,14 +186,14 @@ def _mismatch(
     ]
     hint = f"ops that take {actual}: {', '.join(takers)}" if takers else None
     if expected.is_list and is_assignable(actual, expected.args[0]):
-        hint = f"group items first: insert a Batch(n) node between {src!r} and {nid!r}"
+        hint = f"group items first: insert a Batch(n) node between {brief(src)} and {brief(nid)}"
     elif actual.is_list and is_assignable(actual.args[0], expected):
-        hint = f"insert a Flatten node between {src!r} and {nid!r}"
+        hint = f"insert a Flatten node between {brief(src)} and {brief(nid)}"
     port = f"input {index}" if sig.variadic is not None or len(sig.inputs) > 1 else "input"
     ctx.report(
         "PG130",
-        f"type mismatch on edge {src!r} -> {nid!r}: {src_op} {src!r} emits {actual}, but "
-        f"{sig.name} {nid!r} {port} expects {expected}",
+        f"type mismatch on edge {brief(src)} -> {brief(nid)}: {src_op} {brief(src)} emits "
+        f"{actual}, but {sig.name} {brief(nid)} {port} expects {expected}",
         node=nid,
         pointer=f"/nodes/{nid}/inputs/{index}",
         hint=hint,
@@ -219,7 +220,7 @@ def check_replay(ctx: Context) -> None:
         if not writers:
             ctx.report(
                 "PG150",
-                f"{res.kind} {rid!r} has no writer: nothing adds experience to it"
+                f"{res.kind} {brief(rid)} has no writer: nothing adds experience to it"
                 + (f" (read by {', '.join(repr(r) for r in readers)})" if readers else ""),
                 pointer=ptr,
                 key=True,
@@ -228,7 +229,7 @@ def check_replay(ctx: Context) -> None:
         if not readers:
             ctx.report(
                 "PG151",
-                f"{res.kind} {rid!r} has no reader: stored experience is never replayed"
+                f"{res.kind} {brief(rid)} has no reader: stored experience is never replayed"
                 + (f" (written by {', '.join(repr(w) for w in writers)})" if writers else ""),
                 pointer=ptr,
                 key=True,
@@ -241,8 +242,8 @@ def check_replay(ctx: Context) -> None:
         w, r = writers[0], readers[0]
         ctx.report(
             "PG152",
-            f"{res.kind} {rid!r} is written by {w!r} and read by {r!r}, but no Concurrently "
-            "drives both branches, so replay would starve (or the writer never runs)",
+            f"{res.kind} {brief(rid)} is written by {brief(w)} and read by {brief(r)}, but no "
+            "Concurrently drives both branches, so replay would starve (or the writer never runs)",
             node=r,
             pointer=ptr,
             key=True,
@@ -317,7 +318,8 @@ def check_reachability(ctx: Context) -> None:
             continue
         ctx.report(
             "PG160",
-            f"{ctx.plan.nodes[nid].op} node cannot reach the output {out!r}, so it would never run",
+            f"{ctx.plan.nodes[nid].op} node cannot reach the output {brief(out)}, so it would "
+            "never run",
             node=nid,
             pointer=f"/nodes/{nid}",
             key=True,
@@ -356,7 +358,7 @@ def check_output_type(ctx: Context) -> None:
         return
     ctx.report(
         "PG161",
-        f"the plan output {out!r} emits {t}, not Result: training iterations will yield "
+        f"the plan output {brief(out)} emits {t}, not Result: training iterations will yield "
         "raw items instead of result dicts",
         node=out,
         pointer="/output",

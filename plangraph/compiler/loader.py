@@ -23,10 +23,19 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from plangraph.compiler.diagnostics import Diagnostic
+from plangraph.ir.limits import HINTS as LIMIT_HINTS
+from plangraph.ir.limits import screen
 from plangraph.ir.plan import SCHEMA_KEY, Node, Plan, Resource, canonical_json_value
 from plangraph.ir.refs import CONFIG_KEY_RE, ID_RE
-from plangraph.ir.source import JSONSyntaxError, Location, SourceMap, parse_json_with_positions
+from plangraph.ir.source import (
+    JSONLimitError,
+    JSONSyntaxError,
+    Location,
+    SourceMap,
+    parse_json_with_positions,
+)
 from plangraph.ops.registry import close_matches
+from plangraph.text import brief
 
 __all__ = ["Loaded", "load"]
 
@@ -82,6 +91,13 @@ def _display_path(path: Path) -> str:
 def load(source: Any) -> Loaded:
     """Load ``source``: a :class:`Plan`, a JSON-form mapping, JSON text, or a path."""
     if isinstance(source, Plan):
+        # A Plan was validated by its models; only the bounds are left to check (a
+        # Python plan may hold 10**5000 where JSON text cannot).
+        _, problems = screen(source.to_dict())
+        fatal = [p for p in problems if p.fatal]
+        if fatal:
+            smap = source.source
+            return _empty(source.name, smap.file if smap else None, _too_large(fatal, smap))
         return Loaded(source, source.source)
     if isinstance(source, Mapping):
         return _from_data(source, None)
@@ -136,6 +152,20 @@ def _from_path(path: Path) -> Loaded:
 def _from_text(text: str, file: str | None) -> Loaded:
     try:
         data, smap = parse_json_with_positions(text, file)
+    except JSONLimitError as exc:
+        return _empty(
+            Path(file).stem if file else "<plan>",
+            file,
+            [
+                Diagnostic(
+                    "PG105",
+                    exc.msg,
+                    pointer=exc.pointer,
+                    location=Location(file, exc.line, exc.col),
+                    hint=LIMIT_HINTS[exc.kind],
+                )
+            ],
+        )
     except JSONSyntaxError as exc:
         return _empty(
             Path(file).stem if file else "<plan>",
@@ -150,6 +180,21 @@ def _from_text(text: str, file: str | None) -> Loaded:
             ],
         )
     return _from_data(data, smap)
+
+
+def _too_large(problems: list[Any], smap: SourceMap | None) -> list[Diagnostic]:
+    """Diagnostics for the fatal :class:`~plangraph.ir.limits.LimitProblem` s: PG105, or
+    PG102 for a NaN/Infinity (not JSON, as in JSON text)."""
+    return [
+        Diagnostic(
+            "PG102" if p.kind == "nonfinite" else "PG105",
+            p.message,
+            pointer=p.pointer,
+            location=smap.locate(p.pointer) if smap else None,
+            hint=LIMIT_HINTS[p.kind],
+        )
+        for p in problems
+    ]
 
 
 def _from_python(path: Path, file: str) -> Loaded:
@@ -244,7 +289,7 @@ class _Salvage:
             if e["type"] in ("extra_forbidden", "invalid_key"):  # invalid: not a string
                 self.err(
                     "PG101",
-                    f"unknown key {field!r} in {what}",
+                    f"unknown key {brief(field)} in {what}",
                     f"{pointer}/{field}",
                     key=True,
                     hint=f"known keys: {', '.join(known)}",
@@ -280,7 +325,7 @@ class _Salvage:
                 elif e["type"] == "value_error" and isinstance(e["input"], Mapping):
                     self.json_value(e["input"], f"{pointer}/{key}", **kw)
                 else:
-                    expected = _EXPECTED[(model, key)]
+                    expected = _EXPECTED.get((model, key), "a valid value")
                     self.wrong_type(f"{pointer}/{key}", key, expected, e["input"], **kw)
 
     def wrong_type(self, pointer: str, what: str, expected: str, value: Any, **kw: Any) -> None:
@@ -298,15 +343,20 @@ class _Salvage:
             self.err("PG102", str(exc), pointer, **kw)
             return None
 
-    def check_id(self, ident: str, pointer: str, what: str) -> None:
+    def check_id(self, ident: Any, pointer: str, what: str) -> bool:
+        """Report an ill-formed id; False if it is not a string at all (to be dropped)."""
+        if not isinstance(ident, str):
+            self.err("PG102", f"{what} id {brief(ident)} must be a string", pointer, key=True)
+            return False
         if not ID_RE.fullmatch(ident):
             self.err(
                 "PG102",
-                f"{what} id {ident!r} must start with a letter or '_' and use only letters, "
+                f"{what} id {brief(ident)} must start with a letter or '_' and use only letters, "
                 "digits, '_', '-' and '.'",
                 pointer,
                 key=True,
             )
+        return True
 
 
 def _good(raw: Mapping[str, Any], field: str, errors: Mapping[str, Any], default: Any) -> Any:
@@ -339,9 +389,9 @@ def _json_type(v: Any) -> str:
     if isinstance(v, bool):
         return "a boolean"
     if isinstance(v, int | float):
-        return f"a number ({v!r})"
+        return f"a number ({brief(v)})"
     if isinstance(v, str):
-        return f"a string ({v!r})"
+        return f"a string ({brief(v)})"
     if isinstance(v, list | tuple):
         return "an array"
     if isinstance(v, Mapping):
@@ -352,6 +402,11 @@ def _json_type(v: Any) -> str:
 def _from_data(data: Any, smap: SourceMap | None) -> Loaded:
     s = _Salvage(smap)
     file = smap.file if smap else None
+    data, problems = screen(data)
+    if any(p.fatal for p in problems):
+        return _empty("<plan>", file, _too_large([p for p in problems if p.fatal], smap))
+    for p in problems:  # lone surrogates: escaped in ``data`` now, analysis goes on
+        s.err("PG102", p.message, p.pointer, hint=LIMIT_HINTS[p.kind])
     if not isinstance(data, Mapping):
         s.wrong_type("", "a plan", "a JSON object", data)
         return _empty("<plan>", file, s.diags)
@@ -363,7 +418,7 @@ def _from_data(data: Any, smap: SourceMap | None) -> Loaded:
             s.diags.append(
                 Diagnostic(
                     "PG114",
-                    f"duplicate {what} id {parts[2]!r}: the later definition would silently "
+                    f"duplicate {what} id {brief(parts[2])}: the later definition would silently "
                     "replace the earlier one",
                     node=parts[2] if what == "node" else None,
                     pointer=ptr,
@@ -375,7 +430,7 @@ def _from_data(data: Any, smap: SourceMap | None) -> Loaded:
             s.diags.append(
                 Diagnostic(
                     "PG102",
-                    f"duplicate key {parts[-1]!r}",
+                    f"duplicate key {brief(parts[-1])}",
                     pointer=ptr,
                     location=loc,
                     hint="a JSON object may name each key once",
@@ -407,10 +462,10 @@ def _from_data(data: Any, smap: SourceMap | None) -> Loaded:
             s.field_errors(Plan, {"config": errors["config"]}, "")
         else:  # the model stops at the first bad entry: salvage the others
             for k, v in raw_config.items():
-                if not CONFIG_KEY_RE.fullmatch(k):
+                if not isinstance(k, str) or not CONFIG_KEY_RE.fullmatch(k):
                     s.err(
                         "PG102",
-                        f"config key {k!r} must be an identifier (letters, digits, '_')",
+                        f"config key {brief(k)} must be an identifier (letters, digits, '_')",
                         f"/config/{k}",
                         key=True,
                     )
@@ -425,9 +480,10 @@ def _from_data(data: Any, smap: SourceMap | None) -> Loaded:
         raw_res = {}
     for rid, r in raw_res.items():
         ptr = f"/resources/{rid}"
-        s.check_id(rid, ptr, "resource")
+        if not s.check_id(rid, ptr, "resource"):
+            continue
         if not isinstance(r, Mapping):
-            s.wrong_type(ptr, f"resource {rid!r}", _object_of(Resource), r)
+            s.wrong_type(ptr, f"resource {brief(rid)}", _object_of(Resource), r)
             continue
         res, errs = s.validate(Resource, r, ptr, "a resource")
         if res is not None:
@@ -435,7 +491,10 @@ def _from_data(data: Any, smap: SourceMap | None) -> Loaded:
             continue
         if any(e["type"] == "missing" for e in errs.get("kind", ())):
             s.err(
-                "PG102", f'resource {rid!r} has no "kind"', ptr, hint='e.g. "kind": "ReplayBuffer"'
+                "PG102",
+                f'resource {brief(rid)} has no "kind"',
+                ptr,
+                hint='e.g. "kind": "ReplayBuffer"',
             )
         s.field_errors(Resource, errs, ptr)
         resources[rid] = Resource.model_construct(
@@ -448,9 +507,10 @@ def _from_data(data: Any, smap: SourceMap | None) -> Loaded:
         raw_nodes = {}
     for nid, n in raw_nodes.items():
         ptr = f"/nodes/{nid}"
-        s.check_id(nid, ptr, "node")
+        if not s.check_id(nid, ptr, "node"):
+            continue
         if not isinstance(n, Mapping):
-            s.wrong_type(ptr, f"node {nid!r}", _object_of(Node), n, node=nid)
+            s.wrong_type(ptr, f"node {brief(nid)}", _object_of(Node), n, node=nid)
             n = {}
         node, errs = s.validate(Node, n, ptr, "a node", node=nid)
         if node is not None:

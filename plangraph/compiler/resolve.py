@@ -10,6 +10,7 @@ from pydantic import ValidationError
 from plangraph.compiler.context import Context, join_hints
 from plangraph.ir.refs import ConfigRefError, parse_config_ref, resource_ref_id
 from plangraph.ops.registry import all_ops, all_resource_kinds, close_matches
+from plangraph.text import brief
 
 
 def _resolve(
@@ -61,7 +62,7 @@ def check_config(ctx: Context) -> None:
         if k not in ctx.config:
             ctx.report(
                 "PG117",
-                f"config override {k!r} does not match any key of the plan's config",
+                f"config override {brief(k)} does not match any key of the plan's config",
                 pointer=f"/config/{k}",
                 hint=f"the plan declares: {', '.join(sorted(ctx.config)) or '(nothing)'}",
                 suggestions=close_matches(k, ctx.config),
@@ -90,7 +91,7 @@ def check_operators(ctx: Context) -> None:
         if sig is None and node.op:
             ctx.report(
                 "PG110",
-                f"unknown operator {node.op!r}",
+                f"unknown operator {brief(node.op)}",
                 node=nid,
                 pointer=f"/nodes/{nid}/op",
                 hint="`plangraph ops` lists the operators; user operators must be "
@@ -160,7 +161,7 @@ def check_resources(ctx: Context) -> None:
             if res.kind:
                 ctx.report(
                     "PG116",
-                    f"unknown resource kind {res.kind!r} for resource {rid!r}",
+                    f"unknown resource kind {brief(res.kind)} for resource {brief(rid)}",
                     pointer=f"/resources/{rid}/kind",
                     hint=f"known kinds: {', '.join(kinds)}",
                     suggestions=close_matches(res.kind, kinds),
@@ -179,7 +180,7 @@ def check_resources(ctx: Context) -> None:
                 node=None,
                 code="PG141",
                 skip=ctx.failed_refs.get(f"@{rid}", set()),
-                what=f"{res.kind} resource {rid!r}",
+                what=f"{res.kind} resource {brief(rid)}",
             )
 
     for nid in ctx.plan.nodes:
@@ -197,11 +198,11 @@ def check_resources(ctx: Context) -> None:
             ptr = f"/nodes/{nid}/params/{rp.param}" if explicit else f"/nodes/{nid}"
             res = ctx.plan.resources.get(rid)
             if res is None:
-                how = "" if explicit else f" (the default of param {rp.param!r})"
+                how = "" if explicit else f" (the default of param {brief(rp.param)})"
                 ctx.report(
                     "PG112",
-                    f"{sig.name} uses resource {value!r}{how}, but the plan declares no "
-                    f"resource {rid!r}",
+                    f"{sig.name} uses resource {brief(value)}{how}, but the plan declares no "
+                    f"resource {brief(rid)}",
                     node=nid,
                     pointer=ptr,
                     hint=f'declare it: "resources": {{"{rid}": {{"kind": "{rp.kind}", '
@@ -220,8 +221,8 @@ def check_resources(ctx: Context) -> None:
                 same = [f"@{r}" for r, x in ctx.plan.resources.items() if x.kind == rp.kind]
                 ctx.report(
                     "PG142",
-                    f"param {rp.param!r} of {sig.name} needs a {rp.kind} resource, but "
-                    f"{value!r} is a {res.kind or 'resource of unknown kind'}",
+                    f"param {brief(rp.param)} of {sig.name} needs a {rp.kind} resource, but "
+                    f"{brief(value)} is a {res.kind or 'resource of unknown kind'}",
                     node=nid,
                     pointer=ptr,
                     suggestions=tuple(same[:3]),
@@ -236,7 +237,7 @@ def check_resources(ctx: Context) -> None:
         if not ctx.readers.get(rid) and not ctx.writers.get(rid):
             ctx.report(
                 "PG162",
-                f"resource {rid!r} ({res.kind}) is declared but no node uses it",
+                f"resource {brief(rid)} ({res.kind}) is declared but no node uses it",
                 pointer=f"/resources/{rid}",
                 key=True,
                 hint="remove it, or reference it as " + f'"@{rid}"',

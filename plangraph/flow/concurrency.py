@@ -36,6 +36,7 @@ from plangraph.flow.sentinel import (
     pop_note,
     push_note,
 )
+from plangraph.flow.watchdog import check_watchdog
 
 __all__ = ["STAR_MAX_PULL", "Weight", "concurrently", "union"]
 
@@ -124,6 +125,9 @@ def union(
         active = list(range(n))
         waiter = IdleWaiter()
         while active and any(emit[i] for i in active):
+            # A round may drop every item (inputs outside output_indexes) and never yield:
+            # the sink's idle watchdog, if armed, is checked here.
+            check_watchdog()
             progressed = False
             idle = PendingNote()
             saw_idle = False

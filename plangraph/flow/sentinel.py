@@ -17,7 +17,10 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterable, Iterator
-from typing import Any, ClassVar, Final, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Final, TypeVar
+
+if TYPE_CHECKING:
+    from plangraph.flow.watchdog import Watchdog
 
 __all__ = [
     "END_OF_STREAM",
@@ -175,13 +178,43 @@ class IdleWaiter:
             time.sleep(delay)
 
 
-def ready_items(it: Iterator[T]) -> Iterator[T]:
+def ready_items(it: Iterator[T], watchdog: Watchdog | None = None) -> Iterator[T]:
     """The real items of ``it``: while it yields ``NOT_READY``, wait (on the Ray refs its
     sources report, else with a short growing sleep) instead of spinning.
 
     For *blocking* consumers only (a run loop, a sink at the output, ``take``); inside a
     non-blocking flow pass the sentinel on instead, so a union can move to another input.
+
+    ``watchdog`` (``plangraph.flow.watchdog``): armed while ``it`` is pulled; its clock
+    restarts at every item and whenever the consumer asks for the next one (time spent
+    by the consumer between pulls never counts). Raises its ``PlanStalledError`` when no
+    item came for its ``max_idle_s``.
     """
+    if watchdog is None:
+        yield from _ready_items(it)
+        return
+    waiter = IdleWaiter()
+    watchdog.progress()
+    while True:
+        with watchdog.armed():
+            note = push_note()
+            try:
+                item = next(it)
+            except StopIteration:
+                return
+            finally:
+                pop_note()
+            if item is NOT_READY:
+                watchdog.check()
+                waiter.wait(note)
+                continue
+        waiter.reset()
+        watchdog.progress()
+        yield item
+        watchdog.progress()
+
+
+def _ready_items(it: Iterator[T]) -> Iterator[T]:
     waiter = IdleWaiter()
     while True:
         note = push_note()

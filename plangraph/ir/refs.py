@@ -8,7 +8,10 @@ overridden: ``"${ceil(train_batch_size / microbatch_size)}"``.
 
 The expression language is deliberately tiny and is *parsed*, never evaluated by Python:
 config keys, int/float literals, ``+ - * / // %``, unary ``-``, parentheses, and the
-functions ``ceil``, ``floor``, ``min``, ``max``, ``abs``, ``int``, ``float``.
+functions ``ceil``, ``floor``, ``min``, ``max``, ``abs``, ``int``, ``float``. It is
+bounded (:mod:`plangraph.ir.limits`): at most ``MAX_EXPR_CHARS`` characters nested at most
+``MAX_EXPR_DEPTH`` deep, and every intermediate value must be a finite number with
+integers within 64 bits, so evaluation takes microseconds whatever the input.
 
 In Python, :class:`PlanConfig` gives the same references as attributes:
 ``cfg.train_batch_size`` is ``"${train_batch_size}"`` and
@@ -23,7 +26,8 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from plangraph.text import close_matches
+from plangraph.ir.limits import MAX_EXPR_CHARS, MAX_EXPR_DEPTH, check_number
+from plangraph.text import brief, close_matches
 
 __all__ = [
     "CONFIG_KEY_RE",
@@ -101,10 +105,24 @@ class ConfigRef:
         self.expr = m.group(1).strip()
         if not self.expr:
             raise ConfigRefError("empty config reference '${}'")
+        if len(self.expr) > MAX_EXPR_CHARS:
+            raise ConfigRefError(
+                f"config reference {brief(text, 60)} is {len(self.expr)} characters long "
+                f"(at most {MAX_EXPR_CHARS})"
+            )
         try:
             self._tree = ast.parse(self.expr, mode="eval")
         except SyntaxError as exc:
-            raise ConfigRefError(f"config reference {text!r} does not parse: {exc.msg}") from None
+            raise ConfigRefError(
+                f"config reference {brief(text)} does not parse: {exc.msg}"
+            ) from None
+        except (ValueError, RecursionError, MemoryError) as exc:  # NUL bytes; deep nesting
+            raise ConfigRefError(f"config reference {brief(text)} does not parse: {exc}") from None
+        if _depth(self._tree.body) > MAX_EXPR_DEPTH:
+            raise ConfigRefError(
+                f"config reference {brief(text, 60)} nests more than {MAX_EXPR_DEPTH} "
+                "levels of operators, calls or parentheses"
+            )
         keys: list[str] = []
         self._check(self._tree.body, keys)
         self.keys = tuple(dict.fromkeys(keys))
@@ -119,8 +137,11 @@ class ConfigRef:
         elif isinstance(node, ast.Constant):
             if isinstance(node.value, bool) or not isinstance(node.value, int | float):
                 raise ConfigRefError(
-                    f"config reference {self.text!r}: only numbers may appear as literals"
+                    f"config reference {brief(self.text)}: only numbers may appear as literals"
                 )
+            why = check_number(node.value)
+            if why is not None:
+                raise ConfigRefError(f"config reference {brief(self.text)}: {why}")
         elif isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
             self._check(node.left, keys)
             self._check(node.right, keys)
@@ -137,8 +158,8 @@ class ConfigRef:
         else:
             allowed = ", ".join(sorted(_FUNCS))
             raise ConfigRefError(
-                f"config reference {self.text!r}: unsupported expression "
-                f"{ast.unparse(node)!r} (allowed: config keys, numbers, + - * / // %, "
+                f"config reference {brief(self.text)}: unsupported expression "
+                f"{brief(ast.unparse(node))} (allowed: config keys, numbers, + - * / // %, "
                 f"parentheses, and {allowed})"
             )
 
@@ -149,9 +170,9 @@ class ConfigRef:
             sugg: list[str] = []
             for k in unknown:
                 sugg += close_matches(k, config)
-            names = ", ".join(repr(k) for k in unknown)
+            names = ", ".join(brief(k) for k in unknown)
             raise ConfigRefError(
-                f"config reference {self.text!r} names unknown config "
+                f"config reference {brief(self.text)} names unknown config "
                 f"key{'s' if len(unknown) > 1 else ''} {names}",
                 unknown=unknown,
                 suggestions=tuple(dict.fromkeys(sugg)),
@@ -163,14 +184,30 @@ class ConfigRef:
         except ConfigRefError:
             raise
         except (ArithmeticError, TypeError, ValueError) as exc:
-            raise ConfigRefError(f"config reference {self.text!r} fails: {exc}") from None
+            raise ConfigRefError(f"config reference {brief(self.text)} fails: {exc}") from None
 
     def _eval(self, node: ast.AST, config: Mapping[str, Any]) -> Any:
+        value = self._eval_node(node, config)
+        # Bounded at every step: a*a*a... with big config values stays cheap, and no
+        # infinity or NaN ever comes out (1e308 * 10, float(10**400)).
+        if check_number(value) is not None:
+            what = (
+                "not a finite number"
+                if isinstance(value, float)
+                else "beyond the integer bound 2**63 - 1"
+            )
+            raise ConfigRefError(
+                f"config reference {brief(self.text)} fails: {brief(ast.unparse(node), 60)} "
+                f"gives {brief(value)}, {what}"
+            )
+        return value
+
+    def _eval_node(self, node: ast.AST, config: Mapping[str, Any]) -> Any:
         if isinstance(node, ast.Name):
             value = config[node.id]
             if isinstance(value, bool) or not isinstance(value, int | float):
                 raise ConfigRefError(
-                    f"config reference {self.text!r}: {node.id!r} is {value!r}, "
+                    f"config reference {brief(self.text)}: {brief(node.id)} is {brief(value)}, "
                     "arithmetic needs a number"
                 )
             return value
@@ -185,6 +222,23 @@ class ConfigRef:
             return -v if isinstance(node.op, ast.USub) else v
         assert isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
         return _FUNCS[node.func.id](*(self._eval(a, config) for a in node.args))
+
+
+def _depth(tree: ast.AST) -> int:
+    """How deep ``tree`` nests (1 for a name or a number; counting stops past
+    ``MAX_EXPR_DEPTH``), without recursion."""
+    deepest, stack = 0, [(tree, 1)]
+    while stack:
+        node, d = stack.pop()
+        deepest = max(deepest, d)
+        if d <= MAX_EXPR_DEPTH:  # deeper is an error anyway: stop counting
+            stack.extend((c, d + 1) for c in ast.iter_child_nodes(node) if _counts(c))
+    return deepest
+
+
+def _counts(node: ast.AST) -> bool:
+    # operator tokens (ast.Add, ast.Load) are children in the tree but not nesting
+    return not isinstance(node, ast.operator | ast.unaryop | ast.expr_context)
 
 
 def parse_config_ref(value: object) -> ConfigRef | None:

@@ -11,11 +11,20 @@ from __future__ import annotations
 import bisect
 import json
 import re
+import sys
 from dataclasses import dataclass, field
 from json.decoder import scanstring
 from typing import Any
 
-__all__ = ["JSONSyntaxError", "Location", "SourceMap", "parse_json_with_positions"]
+from plangraph.ir.limits import MAX_DEPTH, MAX_INT, check_number
+
+__all__ = [
+    "JSONLimitError",
+    "JSONSyntaxError",
+    "Location",
+    "SourceMap",
+    "parse_json_with_positions",
+]
 
 
 @dataclass(frozen=True)
@@ -69,32 +78,107 @@ class JSONSyntaxError(ValueError):
         self.msg, self.line, self.col = msg, line, col
 
 
+class JSONLimitError(JSONSyntaxError):
+    """Valid JSON beyond plangraph's bounds (:mod:`plangraph.ir.limits`): nested too deep,
+    an integer too large, a number that overflows; ``pointer`` says where, ``kind`` which
+    bound (a key of :data:`plangraph.ir.limits.HINTS`)."""
+
+    def __init__(self, msg: str, line: int, col: int, pointer: str, kind: str) -> None:
+        super().__init__(msg, line, col)
+        self.pointer = pointer
+        self.kind = kind
+
+
 _NUMBER_RE = re.compile(r"-?(?:0|[1-9]\d*)(\.\d+)?([eE][-+]?\d+)?")
 _WS = " \t\n\r"
+# Strings (an unterminated one runs to the end) and the characters that shape nesting.
+_STRUCTURE_RE = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*(?:"|$)|[\[\]{},:]', re.DOTALL)
+_MAX_INT_DIGITS = len(str(MAX_INT))
 
 
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
+def _line_col(text: str, pos: int) -> tuple[int, int]:
+    line = text.count("\n", 0, pos) + 1
+    return line, pos - (text.rfind("\n", 0, pos) + 1) + 1
+
+
+def _check_depth(text: str) -> None:
+    """Raise :class:`JSONLimitError` at the first object or array nested deeper than
+    ``MAX_DEPTH`` (before ``json.loads``, which would recurse past the stack on it).
+
+    Scans strings and punctuation only, tolerating invalid JSON (the parser that follows
+    reports that); keeps the path so the error names a JSON pointer.
+    """
+    # one frame per open container: [is_object, current key or index, expecting a key]
+    frames: list[list[Any]] = []
+    for m in _STRUCTURE_RE.finditer(text):
+        tok = m.group()
+        if tok in "[{":
+            if frames and not frames[-1][0] and frames[-1][1] is None:
+                frames[-1][1] = 0
+            if len(frames) >= MAX_DEPTH:
+                ptr = "".join(f"/{_ptr_token(f[1])}" for f in frames)
+                line, col = _line_col(text, m.start())
+                raise JSONLimitError(
+                    f"value nested more than {MAX_DEPTH} levels deep", line, col, ptr, "depth"
+                )
+            frames.append([tok == "{", None, tok == "{"])
+        elif tok in "]}":
+            if frames:
+                frames.pop()
+        elif tok == ",":
+            if frames:
+                f = frames[-1]
+                if f[0]:
+                    f[2] = True
+                else:
+                    f[1] = (f[1] or 0) + 1
+        elif tok == ":":
+            if frames:
+                frames[-1][2] = False
+        elif frames and frames[-1][0] and frames[-1][2]:  # a key
+            try:
+                frames[-1][1] = json.loads(tok)
+            except ValueError:
+                frames[-1][1] = tok.strip('"')
+        elif frames and not frames[-1][0] and frames[-1][1] is None:
+            frames[-1][1] = 0
+
+
+def _ptr_token(key: Any) -> str:
+    return str(key if key is not None else 0).replace("~", "~0").replace("/", "~1")
+
+
 def parse_json_with_positions(text: str, file: str | None = None) -> tuple[Any, SourceMap]:
     """Parse JSON ``text``; return the value and a :class:`SourceMap` of its positions.
 
     Raises :class:`JSONSyntaxError` (with line and column) on invalid JSON, including
-    ``NaN``/``Infinity``. Duplicate object keys are not errors here: the last one wins, as
-    in :mod:`json`, and they are listed in ``SourceMap.duplicates``.
+    ``NaN``/``Infinity``, and :class:`JSONLimitError` on JSON beyond the bounds of
+    :mod:`plangraph.ir.limits` (too deep; an integer beyond 64 bits; a number that
+    overflows a double, such as ``1e999``). Duplicate object keys are not errors here: the
+    last one wins, as in :mod:`json`, and they are listed in ``SourceMap.duplicates``.
     """
+    _check_depth(text)
     try:
-        json.loads(text, parse_constant=_reject_constant)
+        # Syntax only: numbers are converted (and bounded) by the position parser, so a
+        # 5000-digit integer is a located limit error rather than int()'s ValueError.
+        json.loads(
+            text, parse_constant=_reject_constant, parse_int=_no_number, parse_float=_no_number
+        )
     except json.JSONDecodeError as exc:
         raise JSONSyntaxError(exc.msg, exc.lineno, exc.colno) from None
     except ValueError as exc:  # NaN / Infinity
         m = re.search(r"-?(NaN|Infinity)", text)
-        pos = m.start() if m else 0
-        line = text.count("\n", 0, pos) + 1
-        col = pos - (text.rfind("\n", 0, pos) + 1) + 1
+        line, col = _line_col(text, m.start() if m else 0)
         raise JSONSyntaxError(str(exc), line, col) from None
     return _PositionParser(text, file).parse()
+
+
+def _no_number(text: str) -> None:
+    return None
 
 
 class _PositionParser:
@@ -163,6 +247,23 @@ class _PositionParser:
             return None, pos + 4
         m = _NUMBER_RE.match(t, pos)
         assert m is not None, "json.loads accepted the text"
+        written = m.group()
+        digits = len(written.lstrip("-"))
+        number: int | float = 0
+        kind = "int"
         if m.group(1) or m.group(2):
-            return float(m.group()), m.end()
-        return int(m.group()), m.end()
+            kind = "number"
+            number = float(written)
+            why = check_number(number)
+            if why is not None:
+                shown = written if len(written) <= 40 else written[:37] + "..."
+                why = f"number {shown} is out of range (beyond {sys.float_info.max:g})"
+        elif digits > _MAX_INT_DIGITS:  # int() of it may be slow, or refused past 4300
+            why = f"integer of {digits} digits is too large (plans hold integers up to 2**63 - 1)"
+        else:
+            number = int(written)
+            why = check_number(number)
+        if why is not None:
+            loc = self.loc(pos)
+            raise JSONLimitError(why, loc.line, loc.col or 1, pointer, kind)
+        return number, m.end()

@@ -51,8 +51,8 @@ def register_op(
     ``"list[T]"``); ``resources`` maps a param to ``(kind, "read"|"write")``;
     ``placement`` says where the op's work runs (``"driver"``, or ``"actors"`` for work done
     on the rollout workers, shown by ``explain`` and the diagram). Raises
-    ``ValueError`` if the name is taken (unless ``replace``) or the signature is
-    inconsistent (e.g. a for_each op without exactly one input).
+    ``RegistrationError`` (a ``ValueError``) if the name is taken (unless ``replace``) or
+    the signature is inconsistent (e.g. a for_each op without exactly one input).
 
     plangraph's own operators (``plangraph/ops/builtin/``) are declared the same way with
     ``builtin=True``: they cannot be replaced or removed, and ``plangraph.runtime`` finds

@@ -5,17 +5,63 @@ them (``make_policy(obs_space, action_space, config)``) when a plan is built.
 
 One model per algorithm, discriminated on ``algo``. Units: learning rates per optimizer
 step; ``*_timesteps`` and schedule points in env steps sampled (``num_env_steps_sampled``).
+Every number must be finite (``allow_inf_nan=False``): NaN or Infinity is a PG141.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic_core import PydanticCustomError
+
+__all__ = ["A2CConfig", "DQNConfig", "PPOConfig", "PolicyConfig", "Schedule", "check_schedule"]
+
+
+def check_schedule(points: tuple[tuple[int, float], ...]) -> tuple[tuple[int, float], ...]:
+    """Validate a piecewise-linear schedule of ``(env_steps, value)`` points.
+
+    At least one point; env steps are >= 0 and *strictly* increasing (two points at the
+    same step would be a jump whose value depends on how the interpolation breaks ties, so
+    a jump is written as two close steps); values finite and >= 0 (a schedule may anneal
+    to 0). Raises ``PydanticCustomError`` whose ``ctx["at"]`` (``"2/0"``: point 2, its env
+    steps) points the compiler's diagnostic at the offending entry.
+    """
+    if not points:
+        raise PydanticCustomError(
+            "schedule_empty", "a schedule needs at least one [env_steps, value] point"
+        )
+    for i, (step, value) in enumerate(points):
+        if step < 0:
+            raise PydanticCustomError(
+                "schedule_step",
+                "env steps must be >= 0",
+                {"at": f"{i}/0", "index": i, "step": step},
+            )
+        if i and step <= points[i - 1][0]:
+            raise PydanticCustomError(
+                "schedule_order",
+                "env steps must increase strictly, but the point before is at {previous} "
+                "(sort the points by env steps)",
+                {"at": f"{i}/0", "index": i, "step": step, "previous": points[i - 1][0]},
+            )
+        if not math.isfinite(value) or value < 0:
+            raise PydanticCustomError(
+                "schedule_value",
+                "the value must be a finite number >= 0",
+                {"at": f"{i}/1", "index": i, "value": value},
+            )
+    return points
+
+
+Schedule = Annotated[tuple[tuple[int, float], ...], AfterValidator(check_schedule)]
+"""A piecewise-linear schedule: ``(env_steps_sampled, value)`` points (see
+:func:`check_schedule`); constant before the first point and after the last."""
 
 
 class _PolicyBase(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     hiddens: tuple[int, ...] = Field(
         (64, 64), description="Hidden layer widths of each MLP (policy and value nets)."
@@ -23,11 +69,12 @@ class _PolicyBase(BaseModel):
     activation: Literal["tanh", "relu"] = Field("tanh", description="Hidden activation.")
     gamma: float = Field(0.99, ge=0.0, le=1.0, description="Discount factor.")
     lr: float = Field(3e-4, gt=0.0, description="Adam learning rate (per optimizer step).")
-    lr_schedule: tuple[tuple[int, float], ...] | None = Field(
+    lr_schedule: Schedule | None = Field(
         None,
         description=(
-            "Piecewise-linear learning rate as (env_steps_sampled, lr) points, sorted by "
-            "env steps; held constant after the last point. Overrides `lr` when set."
+            "Piecewise-linear learning rate as (env_steps_sampled, lr) points, env steps "
+            ">= 0 and strictly increasing, lr finite and >= 0; held constant after the last "
+            "point. Overrides `lr` when set."
         ),
     )
     grad_clip: float | None = Field(

@@ -27,6 +27,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from plangraph.errors import RegistrationError, UnknownOperatorError
 from plangraph.ir.types import PortType, parse_type
 from plangraph.text import close_matches
 
@@ -63,9 +64,10 @@ OutputRule = Callable[[Sequence[PortType], Any], PortType]
 
 
 class OpParams(BaseModel):
-    """Base class of operator ``Params`` models: frozen, unknown keys rejected."""
+    """Base class of operator ``Params`` models: frozen, unknown keys rejected, numbers
+    finite (NaN and Infinity are rejected: no param means either)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
 class NoParams(OpParams):
@@ -161,31 +163,37 @@ _KINDS: dict[str, ResourceKind] = {}
 
 
 def register_signature(sig: OpSignature, *, replace: bool = False) -> OpSignature:
-    """Add ``sig`` to the catalog. Raises ``ValueError`` if the name is taken (unless
-    ``replace``) or the signature is inconsistent."""
+    """Add ``sig`` to the catalog.
+
+    Raises:
+        RegistrationError: (a ``ValueError``) the name is taken (unless ``replace``) or the
+            signature is inconsistent.
+    """
     old = _OPS.get(sig.name)
     same_site = old is not None and old.origin is not None and old.origin == sig.origin
     if old is not None and old.builtin and not replace:
-        raise ValueError(f"{sig.name!r} is a built-in operator")
+        raise RegistrationError(f"{sig.name!r} is a built-in operator")
     if old is not None and not replace and not same_site:
         where = f" at {old.origin}" if old.origin else ""
-        raise ValueError(f"operator {sig.name!r} is already registered{where} (pass replace=True)")
+        raise RegistrationError(
+            f"operator {sig.name!r} is already registered{where} (pass replace=True)"
+        )
     if sig.category not in CATEGORIES:
-        raise ValueError(f"category must be one of {CATEGORIES}, got {sig.category!r}")
+        raise RegistrationError(f"category must be one of {CATEGORIES}, got {sig.category!r}")
     if sig.placement not in PLACEMENTS:
-        raise ValueError(f"placement must be one of {PLACEMENTS}, got {sig.placement!r}")
+        raise RegistrationError(f"placement must be one of {PLACEMENTS}, got {sig.placement!r}")
     if sig.apply not in APPLY_MODES:
-        raise ValueError(f"apply must be one of {APPLY_MODES}, got {sig.apply!r}")
+        raise RegistrationError(f"apply must be one of {APPLY_MODES}, got {sig.apply!r}")
     if sig.apply == "source" and (sig.inputs or sig.variadic is not None):
-        raise ValueError(f"{sig.name}: a source op takes no inputs")
+        raise RegistrationError(f"{sig.name}: a source op takes no inputs")
     if sig.apply in ("for_each", "combine", "filter") and (
         len(sig.inputs) != 1 or sig.variadic is not None
     ):
-        raise ValueError(f"{sig.name}: a {sig.apply} op takes exactly one input")
+        raise RegistrationError(f"{sig.name}: a {sig.apply} op takes exactly one input")
     fields = sig.params_model.model_fields
     for r in sig.resources:
         if r.param not in fields:
-            raise ValueError(f"{sig.name}: resource param {r.param!r} is not a Params field")
+            raise RegistrationError(f"{sig.name}: resource param {r.param!r} is not a Params field")
     _OPS[sig.name] = sig
     return sig
 
@@ -194,18 +202,23 @@ def unregister_op(name: str) -> None:
     """Remove a user operator (built-ins cannot be removed). Mainly for tests."""
     sig = _OPS.get(name)
     if sig is not None and sig.builtin:
-        raise ValueError(f"{name!r} is a built-in operator")
+        raise RegistrationError(f"{name!r} is a built-in operator")
     _OPS.pop(name, None)
 
 
 def get_op(name: str) -> OpSignature:
-    """The signature of operator ``name``. Raises ``KeyError`` with close matches."""
+    """The signature of operator ``name``.
+
+    Raises:
+        UnknownOperatorError: (a ``KeyError``) no such operator; the message has close
+            matches.
+    """
     try:
         return _OPS[name]
     except KeyError:
         close = close_matches(name, _OPS)
         hint = f"; did you mean {', '.join(close)}?" if close else ""
-        raise KeyError(f"unknown operator {name!r}{hint}") from None
+        raise UnknownOperatorError(f"unknown operator {name!r}{hint}") from None
 
 
 def all_ops() -> dict[str, OpSignature]:
@@ -219,7 +232,7 @@ def all_ops() -> dict[str, OpSignature]:
 
 def register_resource_kind(kind: ResourceKind, *, replace: bool = False) -> ResourceKind:
     if kind.name in _KINDS and not replace:
-        raise ValueError(f"resource kind {kind.name!r} is already registered")
+        raise RegistrationError(f"resource kind {kind.name!r} is already registered")
     _KINDS[kind.name] = kind
     return kind
 

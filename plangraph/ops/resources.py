@@ -18,7 +18,7 @@ from plangraph.ops.registry import ResourceKind, register_resource_kind
 class WorkerSetParams(BaseModel):
     """A local learner policy plus ``num_workers`` remote rollout workers (Ray actors)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     env: str = Field("CartPole-v1", description="Gymnasium env id (overridden by --env).")
     num_workers: int = Field(2, ge=0, description="Remote rollout workers; 0 samples locally.")
@@ -27,12 +27,33 @@ class WorkerSetParams(BaseModel):
         64, ge=1, description="Env steps per sub-env in one sample() call."
     )
     policy: PolicyConfig = Field(description="Algorithm and its hyperparameters.")
+    max_worker_restarts: int = Field(
+        3,
+        ge=0,
+        description=(
+            "Replacements of one dead rollout worker allowed within worker_restart_window_s; "
+            "its next death stops the run with WorkerRestartError (0: never replace)."
+        ),
+    )
+    worker_restart_window_s: float = Field(
+        300.0,
+        gt=0.0,
+        description="Sliding window in which a worker's replacements are counted (s).",
+    )
+    worker_restart_backoff_s: float = Field(
+        1.0,
+        ge=0.0,
+        description=(
+            "Wait before replacing a dead worker (s), doubled for each earlier replacement "
+            "of that worker within the window (at most 60 s)."
+        ),
+    )
 
 
 class ReplayBufferParams(BaseModel):
     """Experience replay; capacity in env steps, FIFO eviction."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     capacity: int = Field(50_000, ge=1, description="Capacity in env steps (FIFO eviction).")
     learning_starts: int = Field(

@@ -47,6 +47,7 @@ from plangraph.render.style import (
     NodeStyle,
     category_style,
 )
+from plangraph.text import brief
 
 if TYPE_CHECKING:
     from plangraph.compiler import CompiledPlan, Diagnostic
@@ -371,7 +372,7 @@ def to_dot(compiled: CompiledPlan, rankdir: str = "TB") -> str:
             {
                 **MISSING_STYLE.attrs(),
                 "label": box_label(src, "no such node", []),
-                "tooltip": f"{src!r} is named as an input but the plan defines no such node",
+                "tooltip": f"{brief(src)} is named as an input but the plan defines no such node",
             },
         )
 

@@ -15,9 +15,13 @@ from typing import Any
 
 from plangraph.render.dotlang import Html, escape_html
 from plangraph.render.style import ERROR_COLOR, MUTED_COLOR, WARNING_COLOR
+from plangraph.text import brief, printable
 
 MAX_VALUE_CHARS = 40
 """Longer parameter values are cut with an ellipsis (the tooltip and JSON have them whole)."""
+MAX_NAME_CHARS = 60
+"""Longer ids, operator names and param names are cut with an ellipsis in labels (dot
+rejects an HTML label over 16384 characters; the tooltip has them whole)."""
 MESSAGE_WIDTH = 44
 """Diagnostic messages are wrapped at this many characters, at most two lines."""
 
@@ -56,14 +60,20 @@ def format_value(value: Any) -> str:
     else:
         try:
             text = json.dumps(value, ensure_ascii=False, default=str)
-        except (TypeError, ValueError):
-            text = str(value)
+        except (TypeError, ValueError, RecursionError):  # e.g. an int past 4300 digits
+            text = brief(value)
     if len(text) > MAX_VALUE_CHARS:
         text = text[: MAX_VALUE_CHARS - 1] + "\u2026"
     return text
 
 
+def _cut(text: str, limit: int = MAX_NAME_CHARS) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
+
+
 def _font(text: str, *, color: str | None = None, size: int | None = None) -> str:
+    if not text:
+        return ""  # dot rejects an empty <FONT></FONT>
     attrs = ""
     if color:
         attrs += f' COLOR="{color}"'
@@ -97,13 +107,20 @@ def box_label(
     one line per parameter (a ``${key}`` config reference is shown after the value it
     resolved to), then the diagnostics in red with their codes.
     """
-    rows = [f"<B>{escape_html(title)}</B>", _font(escape_html(subtitle), color=MUTED_COLOR)]
+    # An id is shown with its control characters as escapes ("a\\tb"): dot rejects an
+    # empty <B></B> or one holding only a newline; an empty id is shown as "".
+    shown = printable(_cut(title), newlines=False) or '""'
+    rows = [
+        "<B>" + escape_html(shown) + "</B>",
+        _font(escape_html(_cut(subtitle)), color=MUTED_COLOR),
+    ]
     if params:
         lines = []
         for p in params:
-            text = f"{escape_html(p.name)} = {escape_html(format_value(p.value))}"
+            text = f"{escape_html(_cut(p.name))} = {escape_html(format_value(p.value))}"
             if p.ref is not None:
-                text += " " + _font(escape_html(f"(${{{p.ref}}})"), color=MUTED_COLOR)
+                ref = _cut(f"(${{{p.ref}}})", 200)
+                text += " " + _font(escape_html(ref), color=MUTED_COLOR)
             if p.flagged:
                 text = _font(text, color=ERROR_COLOR)
             lines.append(text)

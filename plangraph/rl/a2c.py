@@ -19,6 +19,7 @@ from collections.abc import Mapping
 import numpy as np
 import torch
 
+from plangraph.rl.advantage_norm import AdvantageNormTerms
 from plangraph.rl.models import ActorCritic
 from plangraph.rl.policy import Stats, TorchPolicy, to_tensor
 from plangraph.rl.sample_batch import SampleBatch
@@ -113,20 +114,25 @@ class A2CPolicy(ActorCriticPolicy):
 
     loss_columns = (_SB.OBS, _SB.ACTIONS, _SB.ADVANTAGES, _SB.VALUE_TARGETS)
 
+    def _forward(
+        self, t: Mapping[str, torch.Tensor]
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(logp [B], raw advantages [B], mean entropy, values [B], value targets [B])``."""
+        logits = self.model.pi(t[_SB.OBS])
+        logp_all = torch.log_softmax(logits, dim=-1)
+        logp = logp_all.gather(1, t[_SB.ACTIONS].long().unsqueeze(1)).squeeze(1)
+        entropy = -(logp_all.exp() * logp_all).sum(-1).mean()
+        values = self.model.vf(t[_SB.OBS])
+        return logp, t[_SB.ADVANTAGES].float(), entropy, values, t[_SB.VALUE_TARGETS].float()
+
     def _loss(
         self, t: Mapping[str, torch.Tensor], with_stats: bool = True
     ) -> tuple[torch.Tensor, Stats]:
         cfg = self.config
-        logits = self.model.pi(t[_SB.OBS])
-        logp_all = torch.log_softmax(logits, dim=-1)
-        logp = logp_all.gather(1, t[_SB.ACTIONS].long().unsqueeze(1)).squeeze(1)
-        adv = t[_SB.ADVANTAGES].float()
+        logp, adv, entropy, values, targets = self._forward(t)
         if cfg.normalize_advantages:
             adv = self._normalize(adv)
-        entropy = -(logp_all.exp() * logp_all).sum(-1).mean()
         policy_loss = -(logp * adv).mean()
-        values = self.model.vf(t[_SB.OBS])
-        targets = t[_SB.VALUE_TARGETS].float()
         vf_loss = torch.mean((values - targets) ** 2)
         total = policy_loss + cfg.vf_loss_coeff * vf_loss - cfg.entropy_coeff * entropy
         if not with_stats:
@@ -138,3 +144,37 @@ class A2CPolicy(ActorCriticPolicy):
             "entropy": entropy.item(),
             "vf_explained_var": explained_variance(values.detach(), targets),
         }
+
+    def advantage_norm_terms(self, batch: SampleBatch) -> AdvantageNormTerms | None:
+        """The split gradient of ``batch`` (``plangraph.rl.advantage_norm``) when
+        ``normalize_advantages`` is set, so ``AverageGradients`` can standardise the
+        advantages by the statistics of the whole train batch rather than of each
+        microbatch; ``None`` otherwise (the plain per-row-mean gradients then average
+        exactly by rows).
+
+        Raises:
+            KeyError: the batch lacks a loss column.
+        """
+        if not self.config.normalize_advantages:
+            return None
+        cfg = self.config
+        logp, adv, entropy, values, targets = self._forward(self._tensors(batch))
+        rest = cfg.vf_loss_coeff * torch.mean((values - targets) ** 2) - cfg.entropy_coeff * entropy
+        parts = [
+            self._param_grads(loss, retain)
+            for loss, retain in (
+                (rest, True),
+                (-(logp * adv).mean(), True),
+                (-logp.mean(), False),
+            )
+        ]
+        raw = adv.detach().numpy().astype(np.float64)
+        mean = float(raw.mean()) if raw.size else 0.0
+        return AdvantageNormTerms(
+            rest=parts[0],
+            adv_weighted=parts[1],
+            adv_unweighted=parts[2],
+            count=int(raw.size),
+            adv_mean=mean,
+            adv_m2=float(((raw - mean) ** 2).sum()),
+        )

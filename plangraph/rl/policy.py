@@ -32,6 +32,7 @@ import torch
 from pydantic import TypeAdapter
 
 from plangraph.ops.policies import A2CConfig, DQNConfig, PolicyConfig, PPOConfig
+from plangraph.rl.advantage_norm import AdvantageNormTerms
 from plangraph.rl.sample_batch import SampleBatch
 
 Stats = dict[str, Any]
@@ -179,6 +180,22 @@ class TorchPolicy:
             for g, p in zip(grads, self._params, strict=True)
         ]
         return grads, stats
+
+    def _param_grads(self, loss: torch.Tensor, retain_graph: bool) -> list[np.ndarray]:
+        """``d loss / d params`` as float64 numpy arrays (zeros for unused parameters)."""
+        grads = torch.autograd.grad(
+            loss, self._params, retain_graph=retain_graph, allow_unused=True
+        )
+        return [
+            np.zeros(tuple(p.shape)) if g is None else g.detach().numpy().astype(np.float64)
+            for g, p in zip(grads, self._params, strict=True)
+        ]
+
+    def advantage_norm_terms(self, batch: SampleBatch) -> AdvantageNormTerms | None:
+        """The split gradient ``AverageGradients`` pools when advantages are standardised
+        per train batch (``plangraph.rl.advantage_norm``); ``None`` (the default) when the
+        loss has no batch statistic, so per-row-mean gradients average exactly by rows."""
+        return None
 
     def _apply(self, grads: list[torch.Tensor]) -> Stats:
         for p, g in zip(self._params, grads, strict=True):

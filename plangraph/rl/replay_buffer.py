@@ -1,8 +1,11 @@
 """Experience replay: uniform ``ReplayBuffer`` and ``PrioritizedReplayBuffer``.
 
-Storage is one preallocated numpy array per column, ``[capacity, ...]``, allocated on the
-first ``add`` with that batch's dtypes and shapes (a ``uint8`` observation is stored as
-``uint8``). An item is one row = one transition = one env step, so capacity is in env
+Storage is one numpy array per column, ``[rows, ...]``, created on the first ``add`` with
+that batch's dtypes and shapes (a ``uint8`` observation is stored as ``uint8``). It grows
+with the data: ``rows`` starts at ``min(capacity, max(1024, first batch))`` and doubles (up
+to ``capacity``) when a write needs more, so a large buffer reserves memory only as it
+fills (``replay_nbytes`` is the size once full; the build refuses a plan whose buffers
+cannot fit). An item is one row = one transition = one env step, so capacity is in env
 steps. Rows are written into a ring in insertion order: the row with insertion id ``i``
 (0, 1, 2, ... over the buffer's life) goes to slot ``i % capacity``, evicting the oldest
 row (FIFO). A batch larger than the capacity keeps only its last ``capacity`` rows.
@@ -40,6 +43,8 @@ if TYPE_CHECKING:
 
 _SB = SampleBatch
 _NOT_STORED = (_SB.WEIGHTS, _SB.BATCH_INDEXES)
+#: rows allocated before the storage first grows
+_INITIAL_ROWS = 1024
 
 
 class ReplayBuffer:
@@ -59,7 +64,8 @@ class ReplayBuffer:
         self.capacity = int(capacity)
         self._rng = np.random.default_rng(seed)
         self._storage: dict[str, np.ndarray] | None = None
-        self._ids = np.full(self.capacity, -1, dtype=np.int64)
+        # insertion id held by each allocated slot (-1: empty); grows with the storage
+        self._ids = np.full(min(self.capacity, _INITIAL_ROWS), -1, dtype=np.int64)
         self._size = 0
         self.num_added = 0  # rows ever added == insertion id of the next row
         self.num_sampled = 0  # rows ever sampled
@@ -82,10 +88,13 @@ class ReplayBuffer:
         if n == 0:
             return np.empty(0, dtype=np.int64)
         if self._storage is None:
+            rows = min(self.capacity, max(_INITIAL_ROWS, n))
             self._storage = {
-                k: np.empty((self.capacity, *v.shape[1:]), dtype=v.dtype) for k, v in cols.items()
+                k: np.empty((rows, *v.shape[1:]), dtype=v.dtype) for k, v in cols.items()
             }
         self._check_columns(cols)
+        # Until the ring wraps, slots are 0 .. num_added - 1: grow to cover this write.
+        self._reserve(min(self.capacity, self.num_added + n))
         keep = min(n, self.capacity)
         first_id = self.num_added + n - keep
         ids = np.arange(first_id, first_id + keep, dtype=np.int64)
@@ -97,6 +106,26 @@ class ReplayBuffer:
         self._size = min(self.capacity, self._size + n)
         self._on_write(slots)
         return ids
+
+    def _reserve(self, rows: int) -> None:
+        """Grow the storage (doubling, at most ``capacity``) to hold ``rows`` slots."""
+        assert self._storage is not None
+        have = len(self._ids)
+        if rows <= have and all(len(v) >= rows for v in self._storage.values()):
+            return
+        new = max(have, 1)
+        while new < rows:
+            new *= 2
+        new = min(new, self.capacity)
+        for k, v in self._storage.items():
+            if len(v) < new:
+                grown = np.empty((new, *v.shape[1:]), dtype=v.dtype)
+                grown[: len(v)] = v
+                self._storage[k] = grown
+        if have < new:
+            ids = np.full(new, -1, dtype=np.int64)
+            ids[:have] = self._ids
+            self._ids = ids
 
     def _check_columns(self, cols: Mapping[str, np.ndarray]) -> None:
         assert self._storage is not None
@@ -147,7 +176,9 @@ class ReplayBuffer:
         """``(slots, mask)``: mask is True where the slot still holds that insertion id."""
         ids = np.asarray(batch_indexes, dtype=np.int64).reshape(-1)
         slots = ids % self.capacity
-        return slots, (ids >= 0) & (self._ids[slots] == ids)
+        allocated = slots < len(self._ids)  # a slot not allocated yet holds no row
+        held = self._ids[np.where(allocated, slots, 0)]
+        return slots, (ids >= 0) & allocated & (held == ids)
 
     def update_priorities(self, batch_indexes: np.ndarray, td_errors: np.ndarray) -> int:
         """Uniform replay has no priorities: a no-op kept so plans can switch buffers.
@@ -156,6 +187,13 @@ class ReplayBuffer:
             0 (no priorities applied).
         """
         return 0
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the arrays allocated now (storage, insertion ids and, for PER, the
+        trees); ``replay_nbytes`` of the buffer's layout once it is full."""
+        storage = 0 if self._storage is None else sum(v.nbytes for v in self._storage.values())
+        return storage + self._ids.nbytes
 
     def stats(self) -> dict[str, float]:
         """Size and throughput counters (env steps)."""
@@ -192,14 +230,15 @@ class ReplayBuffer:
                 f"state is for capacity {state['capacity']}, this buffer has {self.capacity}"
             )
         n = int(state["size"])
+        rows = min(self.capacity, max(_INITIAL_ROWS, n))
         self._storage = None
         if state["storage"] is not None:
             self._storage = {}
             for k, v in state["storage"].items():
-                arr = np.empty((self.capacity, *v.shape[1:]), dtype=v.dtype)
+                arr = np.empty((rows, *v.shape[1:]), dtype=v.dtype)
                 arr[:n] = v
                 self._storage[k] = arr
-        self._ids[:] = -1
+        self._ids = np.full(rows, -1, dtype=np.int64)
         self._ids[:n] = state["ids"]
         self._size = n
         self.num_added = int(state["num_added"])
@@ -310,6 +349,10 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         self.max_priority = max(self.max_priority, float(priorities.max()))
         return int(live.sum())
 
+    @property
+    def nbytes(self) -> int:
+        return super().nbytes + self._sum.nbytes + self._min.nbytes
+
     def stats(self) -> dict[str, float]:
         out = super().stats()
         out.update({"max_priority": self.max_priority, "beta": self.beta})
@@ -327,12 +370,44 @@ class PrioritizedReplayBuffer(ReplayBuffer):
 
     def set_state(self, state: Mapping[str, Any]) -> None:
         super().set_state(state)
-        leaves = np.asarray(state["priorities"], dtype=np.float64)
+        # Leaves past the stored rows were never written (0): restoring only the stored
+        # ones keeps the trees as small as the data, also from a full-length old state.
+        leaves = np.asarray(state["priorities"], dtype=np.float64)[: self._size]
         self._sum.set_state(leaves)
         mins = leaves.copy()
         mins[self._size :] = np.inf
         self._min.set_state(mins)
         self.max_priority = float(state["max_priority"])
+
+
+def replay_nbytes(
+    capacity: int,
+    row_layout: Mapping[str, tuple[tuple[int, ...], Any]],
+    prioritized: bool = False,
+) -> int:
+    """Bytes a buffer of ``capacity`` env steps holds once full.
+
+    ``capacity * (sum over stored columns of prod(row shape) * itemsize + 8)`` (the 8 bytes
+    are the int64 insertion id of each slot), plus for prioritized replay the sum and min
+    trees, ``2 * (2 * P) * 8`` bytes with ``P`` the next power of two >= capacity.
+
+    Args:
+        capacity: rows (env steps).
+        row_layout: ``column -> (row shape, dtype)`` of the batches the buffer will store
+            (``plangraph.rl.rollout_worker.sample_row_layout``); ``weights`` and
+            ``batch_indexes`` are not stored and not counted.
+        prioritized: add the two segment trees.
+    """
+    row = 8 + sum(
+        int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+        for col, (shape, dtype) in row_layout.items()
+        if col not in _NOT_STORED
+    )
+    total = int(capacity) * row
+    if prioritized:
+        p = 1 << max(0, (int(capacity) - 1).bit_length())
+        total += 2 * 2 * p * np.dtype(np.float64).itemsize
+    return total
 
 
 def make_replay_buffer(

@@ -12,6 +12,11 @@
 Ray runs an actor's calls in submission order, so the worker's next ``sample()`` uses the
 new weights.
 
+A remote worker whose process dies is replaced by ``replace_dead_worker`` under a
+``RestartPolicy`` (``plangraph.rl.restarts``: at most ``max_worker_restarts`` per worker
+within ``worker_restart_window_s``, exponential backoff), then the run stops with
+``WorkerRestartError``; ``num_worker_restarts`` counts the replacements.
+
 Actors reserve ``num_cpus_per_worker`` CPUs (default 0: on a 2-core machine the driver,
 the workers and any replay/learner actors must all be schedulable at once; rollout workers
 call ``torch.set_num_threads(1)`` themselves).
@@ -30,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from plangraph.rl.policies import make_policy
 from plangraph.rl.policy import TorchPolicy, as_policy_config
+from plangraph.rl.restarts import RestartPolicy, WorkerRestartError, describe_actor_death
 from plangraph.rl.rollout_worker import EnvSpec, RolloutWorker
 from plangraph.rl.sample_batch import SampleBatch
 from plangraph.rl.seeding import derive_seeds
@@ -51,12 +57,15 @@ class WorkerSet:
         num_cpus_per_worker: CPUs each remote actor reserves in Ray (may be fractional).
         learner_torch_threads: ``torch.set_num_threads`` of this (the learner's) process;
             None leaves torch's setting alone.
+        restart_policy: how often a dead remote worker is replaced (default
+            ``RestartPolicy()``: 3 per worker per 300 s, backoff from 1 s).
 
     Attributes:
         local_policy: the learner ``TorchPolicy``.
         remote_workers: list of ``RolloutWorker`` actor handles (index ``i`` has
             ``worker_index = i + 1``).
         local_worker: the in-process ``RolloutWorker`` when ``num_workers == 0``, else None.
+        num_worker_restarts: dead workers replaced by ``replace_dead_worker`` (count).
     """
 
     def __init__(
@@ -70,6 +79,7 @@ class WorkerSet:
         *,
         num_cpus_per_worker: float = 0.0,
         learner_torch_threads: int | None = 1,
+        restart_policy: RestartPolicy | None = None,
     ) -> None:
         if num_workers < 0:
             raise ValueError(f"num_workers must be >= 0, got {num_workers}")
@@ -85,6 +95,10 @@ class WorkerSet:
         self.seed = int(seed)
         self.num_cpus_per_worker = float(num_cpus_per_worker)
         self._global_vars: dict[str, Any] = {}
+        self.restart_policy = restart_policy if restart_policy is not None else RestartPolicy()
+        self.num_worker_restarts = 0
+        # The first death of each worker in its current restart window (the original cause).
+        self._first_death: dict[int, str] = {}
         self.remote_workers: list[Any] = []
         self.local_worker: RolloutWorker | None = None
         if self.num_workers == 0:
@@ -109,6 +123,14 @@ class WorkerSet:
     @classmethod
     def from_params(cls, params: WorkerSetParams, seed: int = 0, **kwargs: Any) -> WorkerSet:
         """Build from a plan's validated ``WorkerSetParams`` resource."""
+        kwargs.setdefault(
+            "restart_policy",
+            RestartPolicy(
+                params.max_worker_restarts,
+                params.worker_restart_window_s,
+                params.worker_restart_backoff_s,
+            ),
+        )
         return cls(
             params.env,
             params.num_workers,
@@ -199,6 +221,49 @@ class WorkerSet:
             ray.put(self.local_policy.get_weights()), dict(self._global_vars) or None
         )
         self.remote_workers[position] = worker
+        return worker
+
+    def replace_dead_worker(self, position: int, error: BaseException, node_id: str) -> Any:
+        """Replace ``remote_workers[position]``, whose process died with ``error`` (a
+        ``RayActorError``), after the policy's backoff; returns the new handle.
+
+        Blocks the calling thread for the backoff (s). ``node_id`` is the plan node whose
+        stream saw the death, for the error message.
+
+        Raises:
+            WorkerRestartError: the worker was already replaced ``max_restarts`` times
+                within the window; names ``node_id``, the worker index, the original
+                cause (the first death in the window) and the last one.
+            IndexError: no remote worker at ``position``.
+        """
+        import time
+
+        worker_index = position + 1
+        policy = self.restart_policy
+        cause = describe_actor_death(error)
+        if policy.restarts_in_window(worker_index) == 0:
+            self._first_death[worker_index] = cause  # a new window: this is the original
+        original = self._first_death.setdefault(worker_index, cause)
+        backoff_s = policy.admit(worker_index)
+        if backoff_s is None:
+            n = policy.max_restarts
+            last = "" if cause == original else f"; last death: {cause}"
+            raise WorkerRestartError(
+                node_id,
+                worker_index,
+                n,
+                original,
+                f"WorkerRestartError: rollout worker {worker_index} died again after {n} "
+                f"replacement(s) within {policy.window_s:g} s (max_worker_restarts={n}, "
+                f"worker_restart_window_s={policy.window_s:g}); original cause: "
+                f"{original}{last}. Fix the env (the worker's stderr is above), or raise "
+                "max_worker_restarts on the WorkerSet resource if deaths are expected",
+                str(getattr(error, "error_msg", "") or error),
+            ) from error
+        if backoff_s > 0:
+            time.sleep(backoff_s)  # exponential backoff: a crash loop must not spin
+        worker = self.recreate_worker(position)
+        self.num_worker_restarts += 1
         return worker
 
     def recreate_failed_workers(self, timeout_s: float = 30.0) -> list[int]:

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from plangraph.errors import BuildError
 from plangraph.runtime.build_context import BuildContext
 from plangraph.runtime.counters import SAMPLED
 from plangraph.runtime.run_state import RunState
@@ -45,7 +46,8 @@ class Algorithm:
 
     Raises:
         PlanValidationError: the compiled plan has errors.
-        BuildError: an override is invalid or the env id is unknown (before Ray starts).
+        BuildError: an override is invalid, the env id is unknown, or an operator has no
+            implementation (all before Ray starts).
     """
 
     def __init__(
@@ -61,8 +63,9 @@ class Algorithm:
             from plangraph.compiler import PlanValidationError
 
             raise PlanValidationError(compiled.diagnostics)
-        from plangraph.runtime.lowering import lower_plan
+        from plangraph.runtime.lowering import check_implementations, lower_plan
 
+        check_implementations(compiled)  # before any actor starts
         self.compiled = compiled
         self.seed = seed
         self.run_state = RunState.for_plan(compiled)
@@ -86,7 +89,7 @@ class Algorithm:
         """Run one training iteration (as the plan's ``StandardMetricsReporting`` defines
         it) and return its ``Result`` (keys: ``plangraph.runtime.result.Result``)."""
         if self._stopped:
-            raise RuntimeError("this Algorithm was stopped; build a new one")
+            raise BuildError("this Algorithm was stopped; build a new one")
         return next(self._results)
 
     def run(self, stop: Mapping[str, float], *, max_iterations: int | None = None) -> Result:

@@ -8,6 +8,7 @@ and the episode window are not kept here: they live in ``ctx.run_state``
 
 from __future__ import annotations
 
+import importlib
 import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -38,8 +39,18 @@ def _with_overrides(rid: str, params: Any, updates: dict[str, Any]) -> Any:
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
         raise BuildError(f"resource {rid!r}: invalid override ({problems})") from exc
     if isinstance(params.env, str):
+        # "module:EnvId" (as gymnasium.make accepts it): importing the module registers
+        # the env, here and in each rollout worker's own gymnasium.make.
+        module, _, env_id = params.env.rpartition(":")
         try:
-            gymnasium.spec(params.env)
+            if module:
+                importlib.import_module(module)
+            gymnasium.spec(env_id)
+        except ImportError as exc:
+            raise BuildError(
+                f"resource {rid!r}: env {params.env!r}: cannot import module {module!r} "
+                f"({exc}); it must be importable here and in the rollout workers"
+            ) from exc
         except gymnasium.error.Error as exc:
             raise BuildError(
                 f"resource {rid!r}: env {params.env!r} is not a registered gymnasium env: "
@@ -80,9 +91,11 @@ class BuildContext:
         ``RunState.for_plan(compiled)``.
 
         Raises:
-            BuildError: an override is invalid or the env id is unknown (before Ray starts).
+            BuildError: an override is invalid, the env id is unknown, or the replay buffers
+                cannot fit in the available memory (all before Ray starts).
         """
         from plangraph.rl import WorkerSet, make_replay_buffer
+        from plangraph.runtime.memory_check import check_replay_memory
         from plangraph.runtime.ray_session import ensure_ray
 
         updates: dict[str, Any] = {}
@@ -97,6 +110,8 @@ class BuildContext:
             else res.params
             for rid, res in compiled.resources.items()
         }
+        # A buffer that can never fill is refused now, not after the workers started.
+        check_replay_memory(compiled, params)
         ensure_ray(address)
         worker_sets: dict[str, Any] = {}
         buffers: dict[str, Any] = {}

@@ -7,6 +7,8 @@ from typing import Any
 
 import numpy as np
 
+from plangraph.rl.advantage_norm import AdvantageNormTerms
+
 
 @dataclass(frozen=True)
 class GradInfo:
@@ -16,11 +18,15 @@ class GradInfo:
         grads: one float32 array per policy parameter, in ``parameters()`` order.
         count: env steps of the batch the gradients were computed on.
         stats: learner stats of that batch (scalars).
+        adv_norm: for a loss that standardises advantages (A2C ``normalize_advantages``),
+            the batch's split gradient and advantage moments, so ``AverageGradients`` can
+            standardise by the statistics of the whole train batch; else ``None``.
     """
 
     grads: list[np.ndarray]
     count: int
     stats: dict[str, Any] = field(default_factory=dict)
+    adv_norm: AdvantageNormTerms | None = None
 
 
 @dataclass(frozen=True)

@@ -14,10 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from plangraph.errors import BuildError
 from plangraph.flow.local import LocalIterator
-
-# Importing it registers the built-in implementations.
-from plangraph.runtime import ops as builtin_ops
 from plangraph.runtime.build_context import BuildContext
 from plangraph.runtime.implementations import (
     implementation,
@@ -26,7 +24,44 @@ from plangraph.runtime.implementations import (
     timed,
 )
 
-__all__ = ["lower_plan", "register_impl", "register_lowering", "timed"]
+__all__ = ["check_implementations", "lower_plan", "register_impl", "register_lowering", "timed"]
+
+
+def _builtin_modules() -> dict[str, Any]:
+    """The implementing module of each category; importing them registers the built-ins.
+
+    Imported on first use, not with this module: ``register_impl`` (re-exported here) must
+    stay importable without Ray, for ``plangraph validate`` of Python plans.
+    """
+    from plangraph.runtime import ops as builtin_ops
+
+    return builtin_ops.MODULES
+
+
+def check_implementations(compiled: Any) -> None:
+    """Every node the output pulls has a runtime implementation.
+
+    Raises:
+        BuildError: a node's operator has none (a user operator registered with
+            ``register_op`` also needs ``register_impl``), before any actor is started.
+    """
+    modules = _builtin_modules()
+    needed = compiled.ancestors(compiled.output) | {compiled.output}
+    for node_id in compiled.topological_order():
+        node = compiled.nodes[node_id]
+        if node_id not in needed or implementation(node) is not None:
+            continue
+        if node.signature.builtin:
+            module = modules[node.signature.category].__name__
+            raise BuildError(
+                f"node {node_id!r}: built-in operator {node.op!r} has no implementation in "
+                f"{module} (a plangraph bug)"
+            )
+        raise BuildError(
+            f"node {node_id!r}: operator {node.op!r} has no runtime implementation; register "
+            f"one with @plangraph.runtime.implementations.register_impl({node.op!r}) (per-item "
+            "operators) or register_lowering, in the plan file or a module it imports"
+        )
 
 
 def lower_plan(compiled: Any, ctx: BuildContext) -> LocalIterator[Any]:
@@ -35,9 +70,10 @@ def lower_plan(compiled: Any, ctx: BuildContext) -> LocalIterator[Any]:
     Every operator's metrics context (``get_metrics()``) is ``ctx.run_state.metrics``.
 
     Raises:
-        NotImplementedError: an operator has no runtime implementation (a user operator
-            registered with ``register_op`` also needs ``register_impl``).
+        BuildError: an operator has no runtime implementation (see
+            :func:`check_implementations`).
     """
+    _builtin_modules()
     # Only what the output pulls runs; a shared stream is fanned out to its users.
     needed = compiled.ancestors(compiled.output) | {compiled.output}
     outputs: dict[str, list[LocalIterator[Any]]] = {}
@@ -45,18 +81,8 @@ def lower_plan(compiled: Any, ctx: BuildContext) -> LocalIterator[Any]:
         if node_id not in needed:
             continue
         impl = implementation(node)
-        if impl is None and node.signature.builtin:
-            module = builtin_ops.MODULES[node.signature.category].__name__
-            raise NotImplementedError(
-                f"node {node_id!r}: built-in operator {node.op!r} has no implementation in "
-                f"{module} (a plangraph bug)"
-            )
         if impl is None:
-            raise NotImplementedError(
-                f"node {node_id!r}: operator {node.op!r} has no runtime implementation; "
-                "register one with plangraph.runtime.lowering.register_impl (per-item "
-                "operators) or register_lowering"
-            )
+            check_implementations(compiled)  # raises, naming the node
         inputs = [outputs[src].pop() for src in node.inputs]
         stream = impl(node, inputs, ctx)
         n = sum(user in needed for user in compiled.users(node_id))

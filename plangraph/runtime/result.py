@@ -41,6 +41,9 @@ class _AlwaysPresent(TypedDict):
     """Rows trained on, once per train batch however many SGD epochs (env steps)."""
     num_target_updates: int
     """Target-network syncs made by ``UpdateTarget`` (count)."""
+    num_worker_restarts: int
+    """Dead rollout workers replaced in the run so far (count; bounded by the WorkerSet's
+    ``max_worker_restarts``)."""
     num_env_steps_sampled_this_iter: int
     """Env steps sampled during this iteration (env steps)."""
     env_steps_per_s: float

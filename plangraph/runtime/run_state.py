@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from plangraph.flow.metrics import MetricsContext, Timer
-from plangraph.runtime.counters import SAMPLED, TARGET_UPDATES, TRAINED
+from plangraph.runtime.counters import RESTARTS, SAMPLED, TARGET_UPDATES, TRAINED
 
 if TYPE_CHECKING:
     from plangraph.compiler import CompiledPlan
@@ -167,6 +167,7 @@ class RunState:
             "num_env_steps_sampled": sampled,
             "num_env_steps_trained": counters.get(TRAINED, 0),
             "num_target_updates": counters.get(TARGET_UPDATES, 0),
+            "num_worker_restarts": counters.get(RESTARTS, 0),
             "num_env_steps_sampled_this_iter": steps,
             "env_steps_per_s": steps / elapsed_s if elapsed_s > 0 else 0.0,
             "env_steps_per_s_total": (

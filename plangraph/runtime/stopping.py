@@ -1,7 +1,8 @@
 """Stop criteria: ``key=threshold`` pairs over the result dict of each iteration.
 
 A run stops as soon as any criterion is met: ``result[key] >= threshold``. Keys may name a
-nested value with ``/`` (``timers/train/mean_s``). A key absent from a result (e.g.
+nested value with ``/`` (``learner/kl``, ``timers/train``: the mean seconds of node
+``train``). A key absent from a result (e.g.
 ``episode_return_mean`` before any episode ended) is simply not met yet.
 """
 
@@ -28,10 +29,19 @@ __all__ = [
 ]
 
 
+_NESTED_EXAMPLES = {"learner": "kl", "counters": "num_env_steps_trained", "timers": "train"}
+
+
 def check_result_key(key: str, *, what: str) -> None:
     """Raise ``StopCriterionError`` (with a did-you-mean) unless ``key`` names a result key."""
-    head = key.split("/", 1)[0]
-    if key in RESULT_KEYS or ("/" in key and head in NESTED_RESULT_KEYS):
+    head, _, sub = key.partition("/")
+    if key in NESTED_RESULT_KEYS:
+        # A dict is never >= a threshold: the criterion could never be met.
+        raise StopCriterionError(
+            f"{what} {key}: {key} is a dict of values; name one of them, e.g. "
+            f"{what} {key}/{_NESTED_EXAMPLES.get(key, 'NAME')}=VALUE"
+        )
+    if (key in RESULT_KEYS and "/" not in key) or (sub and head in NESTED_RESULT_KEYS):
         return
     close = close_matches(key, sorted(RESULT_KEYS))
     hint = f"; did you mean {', '.join(close)}?" if close else ""

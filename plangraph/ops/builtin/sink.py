@@ -21,6 +21,12 @@ class StandardMetricsReportingParams(OpParams):
     ``min_iter_time_s`` seconds have passed since the last result (both 0: one item, one
     iteration), then reports episode return/length over the last ``metrics_window``
     completed episodes, counters, timers and learner stats.
+
+    ``max_idle_s > 0`` arms an idle watchdog: when no item reaches this node for that many
+    seconds while the flow keeps running (e.g. a replay buffer that never reaches
+    ``learning_starts``), the run stops with ``PlanStalledError`` naming the starved node
+    and the counters. Off by default, as in RLlib (which has none): a slow but healthy
+    plan (a large ``learning_starts`` on a slow env) must not be killed.
     """
 
     workers: ResourceRef = workers_field()
@@ -32,6 +38,14 @@ class StandardMetricsReportingParams(OpParams):
     )
     metrics_window: int = Field(
         100, ge=1, description="Completed episodes averaged into episode_return_mean etc."
+    )
+    max_idle_s: float = Field(
+        0.0,
+        ge=0,
+        description=(
+            "Seconds without an item reaching this node before the run stops with "
+            "PlanStalledError (0: no watchdog)."
+        ),
     )
 
 

@@ -97,8 +97,16 @@ ComputeGradients = register_op(
 
 
 class AverageGradientsParams(OpParams):
-    """Combine a list of ``GradInfo`` into one: the element-wise **mean** of the gradients
-    and the **sum** of their env steps.
+    """Combine a list of ``GradInfo`` into one: the **mean** of the gradients weighted by
+    env steps, and the sum of their env steps.
+
+    ``g = sum_k (n_k / N) * g_k`` with ``n_k`` the env steps of microbatch ``k`` and
+    ``N = sum_k n_k``: for a per-row-mean loss this is exactly the gradient of the
+    concatenated train batch, also when the microbatches differ in size. With A2C's
+    ``normalize_advantages`` the advantages are standardised by the mean and std of all
+    ``N`` rows (each microbatch sends its advantage moments and a split gradient;
+    ``plangraph/rl/advantage_norm.py``), never per microbatch. Learner stats are
+    row-weighted means.
 
     Deliberate deviation from RLlib 1.x, which summed the gradients: a mean keeps the
     step size independent of the number of microbatches (DESIGN.md).

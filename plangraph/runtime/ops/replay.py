@@ -8,6 +8,7 @@ from typing import Any
 from plangraph.flow.local import LocalIterator
 from plangraph.flow.metrics import get_metrics
 from plangraph.flow.sentinel import NOT_READY
+from plangraph.flow.watchdog import note_waiting
 from plangraph.runtime.build_context import BuildContext, resource_id
 from plangraph.runtime.implementations import register_lowering, timed
 
@@ -27,13 +28,31 @@ def _store_to_replay(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIt
 def _local_replay(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIterator[Any]:
     p = node.params
     buffer = ctx.buffer(p.buffer)
-    learning_starts = ctx.compiled.resources[resource_id(p.buffer)].params.learning_starts
+    rid = resource_id(p.buffer)
+    learning_starts = ctx.compiled.resources[rid].params.learning_starts
+    needed = max(1, learning_starts)
+
+    def why() -> str:
+        # Only evaluated when the sink's idle watchdog fires.
+        text = (
+            f"LocalReplay: buffer {rid!r} holds {len(buffer)} env steps, fewer than "
+            f"learning_starts={learning_starts}"
+        )
+        if buffer.capacity < needed:
+            text += (
+                f"; its capacity ({buffer.capacity} env steps) is below learning_starts, so "
+                "it never will (raise capacity or lower learning_starts)"
+            )
+        else:
+            text += " (is its writer, StoreToReplay, driven and fed?)"
+        return text
 
     def base(timeout: float | None) -> Iterator[Any]:
         # Not ready (rather than blocking) until learning_starts env steps are stored, so
         # a Concurrently moves on to the branch that fills the buffer.
         while True:
-            if len(buffer) < max(1, learning_starts):
+            if len(buffer) < needed:
+                note_waiting(node.id, why)
                 yield NOT_READY
             else:
                 with get_metrics().timers[node.id]:

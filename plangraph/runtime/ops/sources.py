@@ -8,7 +8,7 @@ from plangraph.flow.local import LocalIterator
 from plangraph.flow.metrics import get_metrics
 from plangraph.flow.parallel import ParallelIterator
 from plangraph.runtime.build_context import BuildContext
-from plangraph.runtime.counters import SAMPLED
+from plangraph.runtime.counters import RESTARTS, SAMPLED
 from plangraph.runtime.implementations import register_lowering
 
 
@@ -24,10 +24,13 @@ def _parallel_rollouts(node: Any, inputs: list[Any], ctx: BuildContext) -> Local
         )
     else:
 
-        def replace(position: int, _actor: Any, _error: Exception) -> Any:
-            # A dead rollout worker is replaced (same index and seeds, current weights);
-            # the fragments already collected from the others are kept.
-            return ws.recreate_worker(position)
+        def replace(position: int, _actor: Any, error: Exception) -> Any:
+            # A dead rollout worker is replaced (same index and seeds, current weights),
+            # within the WorkerSet's restart bound; the fragments already collected from
+            # the others are kept. Past the bound this raises WorkerRestartError.
+            worker = ws.replace_dead_worker(position, error, node_id=node.id)
+            get_metrics().counters[RESTARTS] += 1
+            return worker
 
         par = ParallelIterator.from_actors(ws.remote_workers, method="sample", name=node.id)
         if p.mode == "bulk_sync":

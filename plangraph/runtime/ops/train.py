@@ -10,6 +10,7 @@ import numpy as np
 from plangraph.flow.local import LocalIterator
 from plangraph.flow.metrics import get_metrics
 from plangraph.flow.sentinel import NOT_READY, note_local_wait
+from plangraph.rl.advantage_norm import pool_terms
 from plangraph.runtime.build_context import BuildContext
 from plangraph.runtime.counters import SAMPLED, TARGET_UPDATES, TRAINED
 from plangraph.runtime.implementations import register_lowering, timed
@@ -68,28 +69,69 @@ def _compute_gradients(node: Any, inputs: list[Any], ctx: BuildContext) -> Local
         grads, stats = policy.compute_gradients(batch)
         scalars = scalar_stats(dict(stats))
         get_metrics().info["learner"] = scalars
-        return GradInfo(list(grads), batch.env_steps(), scalars)
+        terms = policy.advantage_norm_terms(batch)
+        return GradInfo(list(grads), batch.env_steps(), scalars, terms)
 
     return inputs[0].for_each(timed(node.id, compute), name=node.id)
 
 
 def average_gradients(infos: list[GradInfo]) -> GradInfo:
-    """Element-wise **mean** of the gradients (RLlib 1.x summed), summed env steps, mean
-    stats. With equal-sized microbatches of a per-row-mean loss this equals the gradient
-    of the whole batch.
+    """Combine the gradients of the microbatches of one train batch into its gradient.
+
+    Gradients: the mean weighted by rows, ``sum_k (n_k / N) * g_k`` with ``n_k`` the env
+    steps of microbatch ``k`` (``GradInfo.count``) and ``N = sum_k n_k``; for a per-row-mean
+    loss this is exactly the gradient of the concatenated batch, also for unequal
+    microbatches (RLlib 1.x summed; an unweighted mean would over-weight the rows of
+    small microbatches). When the infos carry ``adv_norm`` terms (A2C with
+    ``normalize_advantages``) the advantages are standardised by the pooled statistics of
+    all ``N`` rows (``plangraph.rl.advantage_norm``), so the result equals the gradient of
+    the whole train batch. A single info is returned unchanged (its statistics are the
+    train batch's). Env steps: summed. Stats: row-weighted means (exact for per-row means
+    such as ``vf_loss``; ``policy_loss`` keeps each microbatch's normalisation).
+
+    Returns:
+        ``GradInfo`` with float32 gradients, ``count = N`` and the pooled ``adv_norm``.
 
     Raises:
-        ValueError: an empty list, or gradient lists of different lengths/shapes.
+        ValueError: an empty list, no rows in total, gradient lists of different lengths,
+            or infos that mix normalised and plain gradients.
     """
     if not infos:
         raise ValueError("AverageGradients got an empty list of gradients")
     n = len(infos[0].grads)
     if any(len(g.grads) != n for g in infos):
         raise ValueError("AverageGradients: gradient lists differ in length")
-    grads = [np.mean(np.stack([g.grads[i] for g in infos]), axis=0) for i in range(n)]
+    if len(infos) == 1:
+        return infos[0]
+    total = sum(g.count for g in infos)
+    if total <= 0:
+        raise ValueError("AverageGradients: the gradients were computed on no env steps")
+    weights = [g.count / total for g in infos]
+    with_terms = [g.adv_norm is not None for g in infos]
+    pooled = None
+    if all(with_terms):
+        pooled = pool_terms([g.adv_norm for g in infos if g.adv_norm is not None])
+        grads = pooled.gradient()
+    elif any(with_terms):
+        raise ValueError(
+            "AverageGradients: some gradients standardise advantages and some do not; "
+            "compute them with the same worker set"
+        )
+    else:
+        # float64 accumulation: with equal microbatches this rounds like the plain mean.
+        grads = [
+            sum(
+                w * g.grads[i].astype(np.float64) for w, g in zip(weights, infos, strict=True)
+            ).astype(infos[0].grads[i].dtype)
+            for i in range(n)
+        ]
     keys = sorted(set().union(*(g.stats for g in infos)))
-    stats = {k: float(np.mean([g.stats[k] for g in infos if k in g.stats])) for k in keys}
-    return GradInfo(grads, sum(g.count for g in infos), stats)
+    stats = {}
+    for k in keys:
+        have = [(g.count, g.stats[k]) for g in infos if k in g.stats]
+        rows = sum(c for c, _ in have)
+        stats[k] = float(sum(c * v for c, v in have) / rows) if rows else 0.0
+    return GradInfo(grads, total, stats, pooled)
 
 
 @register_lowering("AverageGradients")

@@ -1,0 +1,165 @@
+"""Bounded worker restarts and the idle watchdog, on real Ray actors and gymnasium envs.
+
+* An env that kills its worker process on every step: ``train()`` stops with
+  ``WorkerRestartError`` naming the node, the worker and the original cause, after exactly
+  ``max_worker_restarts`` replacements (before: replaced forever, ``train()`` never
+  returned).
+* An env that kills its worker once: the run continues, ``num_worker_restarts == 1``.
+* An env that raises in ``step``: an ``OperatorError`` at once, no replacement.
+* A plan whose output branch can never produce (replay below ``learning_starts``): the
+  sink's watchdog raises ``PlanStalledError`` naming the starved node (before: a hang).
+
+The pytest-timeout marks turn a regression into a failure instead of a hung suite.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import plangraph
+from plangraph.flow.errors import OperatorError
+from plangraph.flow.watchdog import PlanStalledError
+from plangraph.rl.restarts import RestartPolicy, WorkerRestartError
+from plangraph.runtime.algorithm import Algorithm
+from tests import crash_envs
+
+PLANS = Path(__file__).resolve().parent.parent / "plans"
+
+pytestmark = [pytest.mark.usefixtures("ray_session"), pytest.mark.timeout(240)]
+
+
+def env_id(name: str) -> str:
+    return f"tests.crash_envs:{name}"
+
+
+def build_a2c(env: str, **worker_params: Any) -> Algorithm:
+    plan = json.loads((PLANS / "a2c.json").read_text())
+    plan["resources"]["workers"]["params"].update(worker_params)
+    config = {
+        "env": env,
+        "num_workers": 2,
+        "num_envs_per_worker": 2,
+        "rollout_fragment_length": 8,
+        "train_batch_size": 32,
+    }
+    return plangraph.compile(plan, config=config).build(seed=0)
+
+
+@pytest.fixture
+def algos() -> Iterator[list[Algorithm]]:
+    made: list[Algorithm] = []
+    yield made
+    for algo in made:
+        algo.stop()
+
+
+def test_a_worker_that_always_dies_stops_the_run_naming_node_worker_and_cause(
+    algos: list[Algorithm],
+) -> None:
+    algo = build_a2c(
+        env_id(crash_envs.CRASH_ON_STEP), max_worker_restarts=2, worker_restart_backoff_s=0.05
+    )
+    algos.append(algo)
+    with pytest.raises(WorkerRestartError) as info:
+        algo.train()
+    err = info.value
+    assert isinstance(err, OperatorError)
+    assert err.node_id == "rollouts"
+    assert err.worker_index in (1, 2)
+    assert err.num_restarts == 2
+    message = str(err)
+    assert "'rollouts'" in message and f"rollout worker {err.worker_index}" in message
+    assert "max_worker_restarts=2" in message
+    # The original cause: the process died (Ray's exit report), and what it said on stderr.
+    assert "exit type SYSTEM_ERROR" in err.cause
+    assert "simulated native crash in step()" in err.cause
+    # Every replacement was counted in the run's counters (the other worker may have been
+    # replaced too before the first one ran out of restarts).
+    restarts = algo.run_state.counters["num_worker_restarts"]
+    assert 2 <= restarts <= 4
+
+
+def test_a_worker_that_dies_once_is_replaced_and_the_run_continues(
+    algos: list[Algorithm],
+) -> None:
+    crash_envs.CRASH_ONCE_MARKER.unlink(missing_ok=True)
+    try:
+        algo = build_a2c(env_id(crash_envs.CRASH_ONCE), worker_restart_backoff_s=0.05)
+        algos.append(algo)
+        results = [algo.train() for _ in range(3)]
+    finally:
+        crash_envs.CRASH_ONCE_MARKER.unlink(missing_ok=True)
+    assert [r["num_worker_restarts"] for r in results] == [1, 1, 1]
+    assert results[-1]["counters"]["num_worker_restarts"] == 1
+    # Sampling went on with both workers: 2 workers x 2 sub-envs x 8 steps per round.
+    assert results[-1]["num_env_steps_sampled"] == 3 * 32
+
+
+def test_a_healthy_run_reports_no_restarts_and_keeps_its_counters(
+    algos: list[Algorithm],
+) -> None:
+    algo = build_a2c("CartPole-v1")
+    algos.append(algo)
+    result = algo.train()
+    assert result["num_worker_restarts"] == 0
+    assert "num_worker_restarts" not in result["counters"]
+
+
+def test_an_env_that_raises_fails_at_once_without_a_restart(algos: list[Algorithm]) -> None:
+    algo = build_a2c(env_id(crash_envs.RAISE_ON_STEP))
+    algos.append(algo)
+    with pytest.raises(OperatorError, match="the simulator rejected the action") as info:
+        algo.train()
+    assert not isinstance(info.value, WorkerRestartError)
+    assert info.value.node_id == "rollouts"
+    assert algo.run_state.counters.get("num_worker_restarts", 0) == 0
+
+
+def test_restart_policy_counts_per_worker_within_the_window_with_backoff() -> None:
+    policy = RestartPolicy(max_restarts=2, window_s=300.0, backoff_s=0.5)
+    assert policy.admit(1) == 0.5
+    assert policy.admit(2) == 0.5  # another worker has its own budget
+    assert policy.admit(1) == 1.0
+    assert policy.admit(1) is None
+    assert policy.restarts_in_window(1) == 2
+    # Deaths older than the window no longer count.
+    expired = RestartPolicy(max_restarts=1, window_s=1e-9, backoff_s=0.0)
+    assert expired.admit(1) == 0.0
+    assert expired.admit(1) == 0.0
+    with pytest.raises(ValueError, match="max_restarts"):
+        RestartPolicy(max_restarts=-1)
+
+
+def test_the_watchdog_names_a_replay_that_never_reaches_learning_starts(
+    algos: list[Algorithm],
+) -> None:
+    plan = json.loads((PLANS / "dqn.json").read_text())
+    metrics = next(n for n in plan["nodes"].values() if n["op"] == "StandardMetricsReporting")
+    metrics["params"]["max_idle_s"] = 3.0
+    config = {
+        "num_workers": 1,
+        "num_envs_per_worker": 2,
+        "rollout_fragment_length": 8,
+        # The buffer keeps 200 env steps, the reader waits for 400: it can never start.
+        "buffer_size": 200,
+        "learning_starts": 400,
+    }
+    algo = plangraph.compile(plan, config=config).build(seed=0)
+    algos.append(algo)
+    with pytest.raises(PlanStalledError) as info:
+        algo.train()
+    err = info.value
+    replay = next(k for k, n in plan["nodes"].items() if n["op"] == "LocalReplay")
+    assert err.node_id == replay
+    assert err.sink == next(k for k, n in plan["nodes"].items() if n is metrics)
+    message = str(err)
+    assert "learning_starts=400" in message and "capacity (200 env steps)" in message
+    # The counters show upstream kept running while the output starved.
+    sampled = algo.run_state.counters["num_env_steps_sampled"]
+    assert sampled > 400
+    assert f"num_env_steps_sampled 0 -> {sampled}" in message
