@@ -40,8 +40,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from plangraph.rl.a2c import explained_variance
-from plangraph.rl.impala import IMPALAPolicy, importance_ratio_stats
+from plangraph.rl.impala import IMPALAPolicy, importance_ratio_stats, vf_explained_variance
 from plangraph.rl.models import ActorCritic
 from plangraph.rl.policy import Stats
 from plangraph.rl.sample_batch import SampleBatch
@@ -120,7 +119,7 @@ class APPOPolicy(IMPALAPolicy):
             "kl": self._last_kl,
             "kl_coeff": self.kl_coeff,
             "clip_frac": clip_frac.item(),
-            "vf_explained_var": explained_variance(values.detach(), vt.vs),
+            "vf_explained_var": vf_explained_variance(values.detach(), vt.vs),
             **importance_ratio_stats(vt, cfg.vtrace_clip_rho_threshold),
         }
 

@@ -20,12 +20,12 @@ everything V-trace needs from the target policy is computed here, on the learner
 rows where RLlib's ``vtrace_torch_policy`` takes sums: the learning rate then does not
 depend on the train batch size (with Adam the two differ only through ``grad_clip``).
 
-Minibatches. ``train(batch, num_sgd_iter, sgd_minibatch_size)`` keeps segments intact: each
-epoch shuffles *segments* (not rows) and groups them into minibatches of about
-``sgd_minibatch_size`` rows (a segment goes to the minibatch in which its first row
-falls), and V-trace is recomputed on every minibatch from the networks as they are at that
-step, as RLlib's IMPALA/APPO learner does with its time-major sequences. Shuffling rows
-would separate a row from the rows its trace sums over.
+Minibatches. ``train(batch, num_sgd_iter, sgd_minibatch_size)`` keeps segments intact:
+each epoch shuffles *segments* (not rows) and fills each minibatch with whole segments
+until it holds at least ``sgd_minibatch_size`` rows (the last one holds the remainder),
+and V-trace is recomputed on every minibatch from the networks as they are at that step,
+as RLlib's IMPALA/APPO learner does with its time-major sequences. Shuffling rows would
+separate a row from the rows its trace sums over.
 """
 
 from __future__ import annotations
@@ -95,6 +95,22 @@ class IMPALAPolicy(ActorCriticPolicy):
                 clip_c_threshold=cfg.vtrace_clip_c_threshold,
             )
 
+    def compute_vtrace(self, batch: SampleBatch) -> VTraceReturns:
+        """V-trace of ``batch`` under the current networks (no optimizer step).
+
+        Returns:
+            ``VTraceReturns`` with float32 ``[B]`` fields (``vs``, ``pg_advantages``, ...).
+
+        Raises:
+            KeyError: a loss column is missing.
+            ValueError: the batch's last row does not end a segment.
+        """
+        t = self._tensors(batch)
+        with torch.no_grad():
+            logp_all = torch.log_softmax(self.model.pi(t[_SB.OBS]), dim=-1)
+            logp = logp_all.gather(1, t[_SB.ACTIONS].long().unsqueeze(1)).squeeze(1)
+            return self._vtrace(t, logp, self.model.vf(t[_SB.OBS]))
+
     def _loss(
         self, t: Mapping[str, torch.Tensor], with_stats: bool = True
     ) -> tuple[torch.Tensor, Stats]:
@@ -115,7 +131,7 @@ class IMPALAPolicy(ActorCriticPolicy):
             "policy_loss": policy_loss.item(),
             "vf_loss": vf_loss.item(),
             "entropy": entropy.item(),
-            "vf_explained_var": explained_variance(values.detach(), vt.vs),
+            "vf_explained_var": vf_explained_variance(values.detach(), vt.vs),
             **importance_ratio_stats(vt, cfg.vtrace_clip_rho_threshold),
         }
 
@@ -133,13 +149,16 @@ class IMPALAPolicy(ActorCriticPolicy):
         last = np.flatnonzero(ends)
         first = np.concatenate(([0], last[:-1] + 1))
         perm = self._sgd_rng.permutation(last.size)
-        lengths = (last - first + 1)[perm]
-        offset = np.cumsum(lengths) - lengths  # first position of each shuffled segment
-        seg_of_pos = np.repeat(np.arange(perm.size), lengths)
-        order = first[perm][seg_of_pos] + (np.arange(batch.count) - offset[seg_of_pos])
-        group = offset // size
-        cuts = offset[1:][group[1:] != group[:-1]]
-        yield from np.split(order, cuts)
+        pieces: list[np.ndarray] = []
+        rows = 0
+        for j in perm:
+            pieces.append(np.arange(first[j], last[j] + 1))
+            rows += pieces[-1].size
+            if rows >= size:
+                yield np.concatenate(pieces)
+                pieces, rows = [], 0
+        if pieces:
+            yield np.concatenate(pieces)
 
     def _segment_ends(self, batch: SampleBatch) -> np.ndarray:
         if _SB.SEGMENT_ENDS not in batch:
@@ -154,6 +173,11 @@ class IMPALAPolicy(ActorCriticPolicy):
                 "train on whole worker fragments or their concatenation"
             )
         return ends
+
+
+def vf_explained_variance(pred: torch.Tensor, target: torch.Tensor) -> float:
+    """``explained_variance``, 0.0 for fewer than 2 rows (a 1-row remainder minibatch)."""
+    return explained_variance(pred, target) if target.numel() > 1 else 0.0
 
 
 def importance_ratio_stats(vt: VTraceReturns, rho_bar: float | None) -> Stats:
