@@ -235,3 +235,61 @@ def test_bad_arguments_raise_clear_errors() -> None:
         RolloutWorker("CartPole-v1", 0, 4, PPOConfig())
     with pytest.raises(ValueError, match="Discrete"):
         RolloutWorker("Pendulum-v1", 1, 4, PPOConfig())
+
+
+def _linear_vtrace_worker(config: Any) -> RolloutWorker:
+    worker = RolloutWorker(_chain_creator(), 2, 5, config, seed=0)
+    weights = worker.get_weights()
+    weights["vf_net.0.weight"] = np.ones((1, 1), np.float32)  # V(s) = s[0] = t exactly
+    weights["vf_net.0.bias"] = np.zeros(1, np.float32)
+    worker.set_weights(weights)
+    return worker
+
+
+@pytest.mark.parametrize("algo", ["impala", "appo"])
+def test_vtrace_batches_mark_segments_and_bootstrap_observations(algo: str) -> None:
+    cfg = {"algo": algo, "hiddens": (), "gamma": 0.5}
+    worker = _linear_vtrace_worker(cfg)
+    b = worker.sample()
+    assert set(b.keys()) == {
+        "obs",
+        "actions",
+        "rewards",
+        "terminateds",
+        "truncateds",
+        "eps_id",
+        "t",
+        "action_logp",
+        "action_dist_inputs",
+        "next_obs",
+        "segment_ends",
+        "policy_version",
+    }
+    # Same trajectories as the GAE test: sub-env 0 terminates at rows 1 and 3, cut at 4;
+    # sub-env 1 is truncated at row 7 (final obs t = 3), cut at 9 (next obs t = 2).
+    np.testing.assert_array_equal(b["segment_ends"], [0, 1, 0, 1, 1, 0, 0, 1, 0, 1])
+    assert b["segment_ends"].dtype == bool
+    np.testing.assert_array_equal(b["next_obs"][:, 0], [1, 2, 1, 2, 1, 1, 2, 3, 1, 2])
+    assert b["policy_version"].dtype == np.int64 and not b["policy_version"].any()
+    assert b["action_logp"].dtype == np.float32 and b["action_dist_inputs"].shape == (10, 2)
+    # On-policy V-trace on the learner = the n-step returns bootstrapped with V = t:
+    # terminated pieces 1.5, 1; the cut at row 4 bootstraps V(t=1) = 1; the truncation at
+    # row 7 bootstraps V(final obs) = 3; the cut at row 9 bootstraps V(t=2) = 2.
+    vt = worker.policy.compute_vtrace(b)
+    np.testing.assert_allclose(
+        vt.vs.numpy(), [1.5, 1, 1.5, 1, 1.5, 2.125, 2.25, 2.5, 2, 2], rtol=1e-6
+    )
+    np.testing.assert_allclose(vt.pg_advantages.numpy(), vt.vs.numpy() - b["t"], atol=1e-6)
+
+
+def test_vtrace_batches_carry_the_behaviour_policy_version() -> None:
+    worker = RolloutWorker("CartPole-v1", 2, 4, {"algo": "impala"}, seed=0)
+    weights = worker.get_weights()
+    worker.set_weights(weights, {"timestep": 100, "policy_version": 7})
+    b = worker.sample()
+    np.testing.assert_array_equal(b["policy_version"], np.full(8, 7, np.int64))
+    worker.set_weights(weights, {"timestep": 200})  # no version given: it is kept
+    assert worker.sample()["policy_version"][0] == 7
+    worker.set_weights(weights, {"policy_version": 9})
+    assert (worker.sample()["policy_version"] == 9).all()
+    assert "policy_version" not in RolloutWorker("CartPole-v1", 2, 4, PPOConfig()).sample()

@@ -138,4 +138,94 @@ class DQNConfig(_PolicyBase):
     )
 
 
-PolicyConfig = Annotated[A2CConfig | PPOConfig | DQNConfig, Field(discriminator="algo")]
+class _VTraceBase(_PolicyBase):
+    """Shared settings of the V-trace learners (Espeholt et al. 2018, eq. 1 and sec. 4.2)."""
+
+    lr: float = Field(5e-4, gt=0.0, description="Adam learning rate (per optimizer step).")
+    grad_clip: float | None = Field(
+        40.0, gt=0.0, description="Max global L2 norm of the gradient; None disables clipping."
+    )
+    vtrace_clip_rho_threshold: float | None = Field(
+        1.0,
+        gt=0.0,
+        description=(
+            "rho_bar: clip of the importance weight pi/mu in the V-trace TD errors (eq. 1); "
+            "None = no clipping. Dimensionless."
+        ),
+    )
+    vtrace_clip_pg_rho_threshold: float | None = Field(
+        1.0,
+        gt=0.0,
+        description=(
+            "Clip of the importance weight pi/mu in the policy-gradient advantage (sec. 4.2); "
+            "None = no clipping. Dimensionless."
+        ),
+    )
+    vtrace_clip_c_threshold: float | None = Field(
+        1.0,
+        gt=0.0,
+        description=(
+            "c_bar: clip of the trace coefficients c_i = min(c_bar, pi/mu) (eq. 1); None = no "
+            "clipping. Dimensionless."
+        ),
+    )
+    vf_loss_coeff: float = Field(
+        0.5, ge=0.0, description="Weight of the value loss 0.5 * (v_s - V(x_s))^2."
+    )
+    entropy_coeff: float = Field(0.01, ge=0.0, description="Weight of the entropy bonus.")
+
+
+class IMPALAConfig(_VTraceBase):
+    """IMPALA: actor-critic with V-trace off-policy correction (Espeholt et al. 2018).
+
+    Defaults follow RLlib's IMPALA (lr 5e-4, grad_clip 40, vf_loss_coeff 0.5,
+    entropy_coeff 0.01, rho_bar = c_bar = 1).
+    """
+
+    algo: Literal["impala"] = "impala"
+
+
+class APPOConfig(_VTraceBase):
+    """Asynchronous PPO: V-trace advantages in the PPO clipped surrogate (Schulman et al.
+    2017, eq. 7) against a target ("old") network, as RLlib's APPO.
+
+    Defaults follow RLlib's APPO (clip_param 0.4, use_kl_loss False, kl_coeff 1.0,
+    kl_target 0.01) and otherwise IMPALA's.
+    """
+
+    algo: Literal["appo"] = "appo"
+    clip_param: float = Field(
+        0.4, gt=0.0, description="Surrogate clip range epsilon (dimensionless)."
+    )
+    use_kl_loss: bool = Field(
+        False, description="Add kl_coeff * KL(target net || online net) to the loss."
+    )
+    kl_coeff: float = Field(
+        1.0,
+        ge=0.0,
+        description=(
+            "Initial weight of the KL term; adapted at every update_target() (x1.5 when the "
+            "KL exceeds 2 * kl_target, x0.5 below kl_target / 2)."
+        ),
+    )
+    kl_target: float = Field(
+        0.01, gt=0.0, description="Target KL(target net || online net), in nats per row."
+    )
+    target_update_freq: int = Field(
+        500,
+        ge=0,
+        description=(
+            "Env steps trained between target-network updates (the plan's target-update "
+            "step calls update_target(); the policy never updates it by itself). 500 = one "
+            "IMPALA train batch; 0 = after every train step."
+        ),
+    )
+
+
+PolicyConfig = Annotated[
+    A2CConfig | PPOConfig | DQNConfig | IMPALAConfig | APPOConfig,
+    Field(discriminator="algo"),
+]
+
+PolicyConfigModel = A2CConfig | PPOConfig | DQNConfig | IMPALAConfig | APPOConfig
+"""Any one policy config model (the members of ``PolicyConfig``)."""

@@ -5,6 +5,7 @@ below is imported from its module on first attribute access.
 
 Modules: ``sample_batch`` (SampleBatch), ``postprocessing`` (GAE, returns), ``seeding``,
 ``models`` (MLPs), ``policy`` (TorchPolicy), ``policies`` (make_policy), ``a2c``, ``ppo``, ``dqn``,
+``vtrace`` (V-trace), ``impala`` (IMPALAPolicy), ``appo`` (APPOPolicy),
 ``rollout_worker`` (RolloutWorker), ``worker_set`` (WorkerSet), ``sum_tree``,
 ``replay_buffer`` (ReplayBuffer, PrioritizedReplayBuffer, make_replay_buffer).
 """
@@ -25,6 +26,8 @@ _EXPORTS: dict[str, str] = {
     "A2CPolicy": "plangraph.rl.a2c",
     "PPOPolicy": "plangraph.rl.ppo",
     "DQNPolicy": "plangraph.rl.dqn",
+    "IMPALAPolicy": "plangraph.rl.impala",
+    "APPOPolicy": "plangraph.rl.appo",
     "RolloutWorker": "plangraph.rl.rollout_worker",
     "WorkerSet": "plangraph.rl.worker_set",
     "ReplayBuffer": "plangraph.rl.replay_buffer",
@@ -35,7 +38,9 @@ _EXPORTS: dict[str, str] = {
 
 __all__ = [
     "A2CPolicy",
+    "APPOPolicy",
     "DQNPolicy",
+    "IMPALAPolicy",
     "PPOPolicy",
     "PrioritizedReplayBuffer",
     "ReplayBuffer",
@@ -54,7 +59,9 @@ __all__ = [
 
 if TYPE_CHECKING:
     from plangraph.rl.a2c import A2CPolicy
+    from plangraph.rl.appo import APPOPolicy
     from plangraph.rl.dqn import DQNPolicy
+    from plangraph.rl.impala import IMPALAPolicy
     from plangraph.rl.policies import make_policy
     from plangraph.rl.policy import TorchPolicy
     from plangraph.rl.postprocessing import compute_advantages, compute_gae, compute_returns

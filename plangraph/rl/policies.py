@@ -7,7 +7,9 @@ from typing import Any
 import gymnasium as gym
 
 from plangraph.rl.a2c import A2CPolicy
+from plangraph.rl.appo import APPOPolicy
 from plangraph.rl.dqn import DQNPolicy
+from plangraph.rl.impala import IMPALAPolicy
 from plangraph.rl.policy import TorchPolicy, as_policy_config
 from plangraph.rl.ppo import PPOPolicy
 
@@ -17,6 +19,8 @@ POLICY_CLASSES: dict[str, type[TorchPolicy]] = {
     "a2c": A2CPolicy,
     "ppo": PPOPolicy,
     "dqn": DQNPolicy,
+    "impala": IMPALAPolicy,
+    "appo": APPOPolicy,
 }
 """Policy class by ``PolicyConfig.algo``."""
 
@@ -27,12 +31,13 @@ def make_policy(
     config: Any,
     seed: int = 0,
 ) -> TorchPolicy:
-    """Build the policy for ``config.algo`` (``"a2c"``, ``"ppo"`` or ``"dqn"``).
+    """Build the policy for ``config.algo``: a2c, ppo, dqn, impala or appo (``POLICY_CLASSES``).
 
     Args:
         observation_space: Box observation space.
         action_space: Discrete action space.
-        config: an ``A2CConfig``/``PPOConfig``/``DQNConfig`` or an equivalent dict.
+        config: a ``PolicyConfig`` member (``A2CConfig``, ``PPOConfig``, ``DQNConfig``,
+            ``IMPALAConfig``, ``APPOConfig``) or an equivalent dict.
         seed: policy seed (see ``TorchPolicy``).
 
     Raises:

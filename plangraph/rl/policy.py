@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import copy
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import gymnasium as gym
@@ -31,7 +31,15 @@ import numpy as np
 import torch
 from pydantic import TypeAdapter
 
-from plangraph.ops.policies import A2CConfig, DQNConfig, PolicyConfig, PPOConfig
+from plangraph.ops.policies import (
+    A2CConfig,
+    APPOConfig,
+    DQNConfig,
+    IMPALAConfig,
+    PolicyConfig,
+    PolicyConfigModel,
+    PPOConfig,
+)
 from plangraph.rl.advantage_norm import AdvantageNormTerms
 from plangraph.rl.sample_batch import SampleBatch
 
@@ -41,13 +49,13 @@ Stats = dict[str, Any]
 _CONFIG_ADAPTER: TypeAdapter[Any] = TypeAdapter(PolicyConfig)
 
 
-def as_policy_config(config: Any) -> A2CConfig | PPOConfig | DQNConfig:
+def as_policy_config(config: Any) -> PolicyConfigModel:
     """Validate a policy config given as a model instance or a dict (``{"algo": ...}``).
 
     Raises:
         pydantic.ValidationError: the dict is not a valid ``PolicyConfig``.
     """
-    if isinstance(config, A2CConfig | PPOConfig | DQNConfig):
+    if isinstance(config, A2CConfig | PPOConfig | DQNConfig | IMPALAConfig | APPOConfig):
         return config
     return _CONFIG_ADAPTER.validate_python(config)
 
@@ -73,7 +81,7 @@ def to_tensor(arr: np.ndarray) -> torch.Tensor:
 
 
 class TorchPolicy:
-    """Base class of the A2C, PPO and DQN policies (``make_policy`` builds them).
+    """Base class of the A2C, PPO, DQN, IMPALA and APPO policies (``make_policy`` builds them).
 
     Args:
         observation_space: a ``gymnasium.spaces.Box`` (any dtype, any shape).
@@ -95,7 +103,7 @@ class TorchPolicy:
         self,
         observation_space: gym.Space[Any],
         action_space: gym.Space[Any],
-        config: A2CConfig | PPOConfig | DQNConfig,
+        config: PolicyConfigModel,
         seed: int = 0,
     ) -> None:
         if not isinstance(observation_space, gym.spaces.Box):
@@ -280,7 +288,7 @@ class TorchPolicy:
         last: list[tuple[np.ndarray, Stats]] = []
         for epoch in range(num_sgd_iter):
             final = epoch == num_sgd_iter - 1
-            for idx in batch.minibatch_indices(sgd_minibatch_size, rng=self._sgd_rng):
+            for idx in self._minibatch_indices(batch, sgd_minibatch_size):
                 idx_t = torch.from_numpy(idx)
                 # Only the last epoch's stats are reported: skip computing the others.
                 stats = self._learn_on_tensors({k: v[idx_t] for k, v in t.items()}, final)
@@ -291,6 +299,14 @@ class TorchPolicy:
         out["num_env_steps_trained"] = batch.count
         out["num_grad_steps"] = steps
         return out
+
+    def _minibatch_indices(self, batch: SampleBatch, size: int) -> Iterator[np.ndarray]:
+        """Row indices of one epoch's minibatches (int64 arrays covering every row once).
+
+        Shuffled rows by default; policies whose loss needs whole trajectory segments
+        (V-trace) override this.
+        """
+        return batch.minibatch_indices(size, rng=self._sgd_rng)
 
     # --- weights and state ------------------------------------------------------------
     def get_weights(self) -> dict[str, np.ndarray]:

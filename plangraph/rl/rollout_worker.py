@@ -24,6 +24,12 @@ Postprocessing (on the worker, before flattening):
   weights do not change within a fragment), ``bootstrap_values`` (0 on termination,
   ``V(final obs)`` on truncation, ``V(s_{t+1})`` otherwise, ``V(last obs)`` at the fragment
   cut), then GAE(lambda) vectorised over sub-envs (``postprocessing.compute_gae``).
+* ``impala``/``appo``: no advantages (V-trace runs on the learner, with the target
+  policy's values). The segment structure is explicit: ``segment_ends`` marks the last row
+  of every segment (episode end, terminated or truncated, or the fragment cut) and
+  ``next_obs`` holds the observation to bootstrap from there (the final observation at an
+  episode end, the next observation at the cut); ``policy_version`` stamps every row with
+  the version of the weights that acted (``set_weights(..., {"policy_version": v})``).
 * ``dqn``: ``next_obs`` (the final observation at an episode end). With ``n_step > 1``
   each row becomes an n-step transition (``_n_step_transitions``): ``rewards`` holds the
   discounted sum of up to ``n_step`` rewards of the same episode within the fragment,
@@ -49,6 +55,7 @@ import torch
 
 from plangraph.rl.a2c import ActorCriticPolicy
 from plangraph.rl.dqn import DQNPolicy
+from plangraph.rl.impala import IMPALAPolicy
 from plangraph.rl.policies import make_policy
 from plangraph.rl.policy import TorchPolicy, as_policy_config
 from plangraph.rl.postprocessing import compute_gae, compute_n_step_returns
@@ -134,7 +141,8 @@ class RolloutWorker:
         env: gymnasium env id or env creator (see ``EnvSpec``).
         num_envs: sub-envs ``N`` in the vector env (>= 1).
         rollout_fragment_length: env steps ``T`` per sub-env in one ``sample()`` (>= 1).
-        policy_config: ``A2CConfig``/``PPOConfig``/``DQNConfig`` or an equivalent dict.
+        policy_config: a ``PolicyConfig`` member (``A2CConfig``, ``PPOConfig``,
+            ``DQNConfig``, ``IMPALAConfig``, ``APPOConfig``) or an equivalent dict.
         seed: the run seed; this worker's seeds derive from ``(seed, worker_index)``.
         worker_index: 0 for the local worker, ``1..num_workers`` for remote ones.
         policy: use this policy instead of building one (the local learner policy when
@@ -183,6 +191,8 @@ class RolloutWorker:
         self._eps_counter = 0
         self._eps_ids = np.array([self._new_eps_id() for _ in range(self.num_envs)])
         self.num_env_steps_sampled = 0
+        #: version of the behaviour weights, from ``set_weights(..., global_vars)``
+        self.policy_version = 0
 
     def _new_eps_id(self) -> int:
         eid = self.worker_index * _EPS_STRIDE + self._eps_counter
@@ -195,8 +205,9 @@ class RolloutWorker:
 
         Columns: ``obs, actions, rewards, terminateds, truncateds, eps_id, t`` plus
         ``action_logp, action_dist_inputs, vf_preds, bootstrap_values, advantages,
-        value_targets`` (a2c/ppo) or ``next_obs`` (dqn). Row ``k*T + t`` is step ``t`` of
-        sub-env ``k``.
+        value_targets`` (a2c/ppo), ``action_logp, action_dist_inputs, next_obs,
+        segment_ends, policy_version`` (impala/appo) or ``next_obs`` (dqn). Row ``k*T + t``
+        is step ``t`` of sub-env ``k``.
         """
         n, horizon = self.num_envs, self.rollout_fragment_length
         policy, env = self.policy, self.env
@@ -256,7 +267,10 @@ class RolloutWorker:
         if actor_critic:
             columns[_SB.ACTION_LOGP] = logp_buf
             columns[_SB.ACTION_DIST_INPUTS] = logits_buf
-            columns.update(self._postprocess_actor_critic(obs_buf, rew_buf, term_buf, finals))
+            if isinstance(policy, IMPALAPolicy):
+                columns.update(self._segments(obs_buf, term_buf, trunc_buf, finals))
+            else:
+                columns.update(self._postprocess_actor_critic(obs_buf, rew_buf, term_buf, finals))
         elif isinstance(policy, DQNPolicy):
             columns[_SB.NEXT_OBS] = self._next_obs(obs_buf, finals)
             if self.config.n_step > 1:
@@ -307,6 +321,23 @@ class RolloutWorker:
             _SB.VALUE_TARGETS: np.ascontiguousarray(targets.T),
         }
 
+    def _segments(
+        self,
+        obs_buf: np.ndarray,
+        term_buf: np.ndarray,
+        trunc_buf: np.ndarray,
+        finals: list[tuple[int, int, np.ndarray]],
+    ) -> dict[str, np.ndarray]:
+        """V-trace columns, ``[N, T]``-shaped: ``next_obs``, ``segment_ends``,
+        ``policy_version``."""
+        ends = term_buf | trunc_buf
+        ends[:, -1] = True
+        return {
+            _SB.NEXT_OBS: self._next_obs(obs_buf, finals),
+            _SB.SEGMENT_ENDS: ends,
+            _SB.POLICY_VERSION: np.full(ends.shape, self.policy_version, dtype=np.int64),
+        }
+
     def _next_obs(
         self, obs_buf: np.ndarray, finals: list[tuple[int, int, np.ndarray]]
     ) -> np.ndarray:
@@ -349,9 +380,16 @@ class RolloutWorker:
     def set_weights(
         self, weights: Mapping[str, np.ndarray], global_vars: Mapping[str, Any] | None = None
     ) -> None:
-        """Load learner weights and, if given, global vars (``{"timestep": ...}``)."""
+        """Load learner weights and, if given, global vars (``{"timestep": ...}``).
+
+        ``global_vars["policy_version"]`` (int), when present, becomes the version stamped
+        on the impala/appo batches sampled from now on (absent: the version is kept; it
+        starts at 0).
+        """
         self.policy.set_weights(weights)
         if global_vars:
+            if "policy_version" in global_vars:
+                self.policy_version = int(global_vars["policy_version"])
             self.policy.set_global_vars(global_vars)
 
     def set_global_vars(self, global_vars: Mapping[str, Any]) -> None:

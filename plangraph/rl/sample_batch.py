@@ -14,7 +14,8 @@ column               dtype        meaning
 ``rewards``          float32      reward ``r_t`` ``[B]``
 ``terminateds``      bool         ``s_{t+1}`` is terminal (MDP end: bootstrap with 0)
 ``truncateds``       bool         episode cut by a time limit after this step (not terminal)
-``next_obs``         space dtype  ``s_{t+1}``; the final observation at an episode end (DQN)
+``next_obs``         space dtype  ``s_{t+1}``; the final observation at an episode end
+                                  (DQN, IMPALA, APPO)
 ``n_steps``          int64        DQN with ``n_step > 1``: env steps ``k`` the row spans;
                                   ``rewards`` is then the discounted sum of those ``k``
                                   rewards and ``next_obs``/``terminateds``/``truncateds``
@@ -27,6 +28,11 @@ column               dtype        meaning
                                   ``V(s_{t+1})`` otherwise (also at a fragment cut)
 ``advantages``       float32      GAE(lambda) advantage ``A_t``
 ``value_targets``    float32      ``A_t + V(s_t)`` (the lambda-return)
+``segment_ends``     bool         IMPALA/APPO: last row of a trajectory segment (episode
+                                  end or fragment cut); V-trace never crosses it and
+                                  bootstraps from ``next_obs`` there (0 if terminated)
+``policy_version``   int64        IMPALA/APPO: version of the behaviour weights that
+                                  sampled the row (``global_vars["policy_version"]``)
 ``eps_id``           int64        episode id, unique within a run
 ``t``                int64        step index of the row inside its episode (0-based)
 ``weights``          float32      importance-sampling weights (prioritized replay)
@@ -75,6 +81,8 @@ class SampleBatch:
     BOOTSTRAP_VALUES = "bootstrap_values"
     ADVANTAGES = "advantages"
     VALUE_TARGETS = "value_targets"
+    SEGMENT_ENDS = "segment_ends"
+    POLICY_VERSION = "policy_version"
     EPS_ID = "eps_id"
     T = "t"
     WEIGHTS = "weights"
