@@ -21,6 +21,8 @@ BUDGETS = {  # env steps sampled
     "dqn": 200_000,
     "a2c": 500_000,
     "a2c_microbatch": 500_000,
+    "impala": 1_000_000,
+    "appo": 1_000_000,
 }
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("ray_session")]

@@ -41,6 +41,8 @@ BUDGETS: dict[str, int] = {
     "dqn": 200_000,
     "a2c": 500_000,
     "a2c_microbatch": 500_000,
+    "impala": 1_000_000,
+    "appo": 1_000_000,
 }
 """Env steps (sampled) within which each seed plan must solve CartPole-v1 (the issue)."""
 

@@ -44,6 +44,7 @@ from plangraph.ops.resources import (
     LearnerThreadParams,
     ReplayBufferParams,
     WorkerSetParams,
+    learner_thread,
     replay_buffer,
     worker_set,
 )
@@ -85,6 +86,7 @@ __all__ = [
     "all_resource_kinds",
     "get_op",
     "get_resource_kind",
+    "learner_thread",
     "op_factory",
     "register_op",
     "register_resource_kind",

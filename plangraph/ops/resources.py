@@ -114,6 +114,11 @@ def replay_buffer(**params: Any) -> Resource:
     return Resource(kind="ReplayBuffer", params=_resource_params(params))
 
 
+def learner_thread(**params: Any) -> Resource:
+    """A ``LearnerThread`` resource (params: :class:`LearnerThreadParams`)."""
+    return Resource(kind="LearnerThread", params=_resource_params(params))
+
+
 register_resource_kind(
     ResourceKind("WorkerSet", WorkerSetParams, doc=(WorkerSetParams.__doc__ or "").strip())
 )
