@@ -1,0 +1,90 @@
+"""Scaling benchmark: env steps/s of a bulk-sync (PPO) and an async (IMPALA) plan versus
+the number of rollout workers, on an env whose step costs fixed wall time.
+
+The env is ``tools/bench_envs.py``'s ``SleepyCartPole-v1`` (CartPole-v1 whose ``step``
+sleeps ``--step-ms``, a stand-in for an expensive simulator), so the rate is bound by the
+env, not by this machine's cores. For each plan and worker count the plan is built, warmed
+up for one iteration, then trained for ``--seconds`` of wall time. Printed per row:
+
+* ``env steps/s``: env steps sampled per second of training (after the warm-up);
+* ``efficiency``: that rate over ``n x`` the one-worker rate of the same plan (1.0 =
+  perfect scaling);
+* ``learner busy``: the learner thread's busy fraction (IMPALA; ``-`` for PPO, whose
+  learner runs on the driver between sampling rounds).
+
+Usage (from the repository root)::
+
+    PYTHONPATH=. .venv/bin/python tools/bench_scaling.py
+    PYTHONPATH=. .venv/bin/python tools/bench_scaling.py --workers 1 2 4 --seconds 10
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+# Rollout workers must import tools.bench_envs to make the env: they inherit PYTHONPATH.
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p
+)
+
+import tools.bench_envs  # noqa: E402  (registers SleepyCartPole-v1 here too)
+
+ENV = f"tools.bench_envs:{tools.bench_envs.ENV_ID}"
+
+
+def measure(plan: str, workers: int, seconds: float, step_ms: float) -> dict[str, Any]:
+    import plangraph
+
+    # Iterations of about a second at 8 workers, so a run of `seconds` has several.
+    config = {"min_env_steps_per_iter": 1000} if plan == "impala" else {}
+    compiled = plangraph.compile(ROOT / "plans" / f"{plan}.json", config=config)
+    algo = compiled.build(env=ENV, num_workers=workers, seed=0)
+    try:
+        first = algo.train()  # warm-up: actors started, first weights synced
+        start_steps, started = first["num_env_steps_sampled"], time.perf_counter()
+        result = first
+        while time.perf_counter() - started < seconds:
+            result = algo.train()
+        elapsed = time.perf_counter() - started
+        rate = (result["num_env_steps_sampled"] - start_steps) / elapsed
+        busy = result["learner"].get("learner_busy_fraction")
+        return {"plan": plan, "workers": workers, "rate": rate, "busy": busy}
+    finally:
+        algo.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--plans", nargs="*", default=["ppo", "impala"])
+    ap.add_argument("--workers", nargs="*", type=int, default=[1, 2, 4, 8])
+    ap.add_argument("--seconds", type=float, default=15.0, help="timed training per row")
+    ap.add_argument("--step-ms", type=float, default=2.0, help="wall time of one env step")
+    args = ap.parse_args(argv)
+    # Read by tools.bench_envs in every rollout worker (they inherit the environment).
+    os.environ["PLANGRAPH_BENCH_STEP_S"] = str(args.step_ms / 1000.0)
+    from plangraph.runtime.ray_session import ensure_ray
+
+    ensure_ray()
+    print(f"env: SleepyCartPole-v1 ({args.step_ms:g} ms per step), {args.seconds:g} s per row")
+    print("| plan | workers | env steps/s | efficiency | learner busy |")
+    print("|---|---|---|---|---|")
+    for plan in args.plans:
+        one = None
+        for n in args.workers:
+            row = measure(plan, n, args.seconds, args.step_ms)
+            one = row["rate"] if n == 1 else one
+            eff = f"{row['rate'] / (n * one):.2f}" if one else "-"
+            busy = f"{row['busy']:.2f}" if row["busy"] is not None else "-"
+            print(f"| {plan} | {n} | {row['rate']:,.0f} | {eff} | {busy} |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
