@@ -137,12 +137,22 @@ class Algorithm:
         return path
 
     def restore(self, path: str | os.PathLike[str]) -> None:
-        """Load a checkpoint written by ``save`` (any process); counters, iteration and
-        time continue from it, and the rollout workers receive the restored weights.
+        """Load a checkpoint written by ``save`` (any process) and continue from it.
+
+        For bulk-sync plans the run continues exactly as the uninterrupted one would have
+        (same counters, episodes, learner stats and weights, bit for bit): the checkpoint
+        holds the learner and every rollout worker (envs, partial episodes, RNGs, weights as
+        last broadcast), the replay buffers and the stateful operators (pending batches,
+        ``Concurrently``'s place in its rotation). The dataflow is lowered afresh, so the
+        same holds when restoring into an ``Algorithm`` that has already trained. Not
+        exact: sub-envs whose state cannot be captured (reset instead, with a warning at
+        save time; see ``RolloutWorker``) and asynchronous plans (requests in flight are
+        not checkpointed).
 
         Raises:
             FileNotFoundError: ``path`` is not a complete checkpoint directory.
-            ValueError: the checkpoint was written by a different plan.
+            ValueError: the checkpoint was written by a different plan, or by a build
+                with another number of rollout workers or sub-envs per worker.
         """
         path = Path(path)
         meta_file = path / "algorithm.json"
@@ -156,6 +166,11 @@ class Algorithm:
             )
         with (path / "state.pkl").open("rb") as f:
             state = pickle.load(f)
+        from plangraph.runtime.lowering import lower_plan
+
+        # A fresh dataflow: whatever the running one held between items (a union's place in
+        # its rotation, pending batches) is replaced by the checkpoint's operator states.
+        self._results = iter(lower_plan(self.compiled, self.ctx))
         # The run state first: the weights sent to the workers carry its global vars.
         self.run_state.set_state(state)
         self.ctx.set_state(state)

@@ -4,12 +4,26 @@ Resources (worker sets, replay buffers) are created once per plan and looked up 
 resource id (``"@workers"`` -> ``ctx.worker_sets["workers"]``). Counters, iteration, time
 and the episode window are not kept here: they live in ``ctx.run_state``
 (``plangraph.runtime.run_state.RunState``), the one object the run owns.
+
+Stateful operators. An operator whose implementation keeps state between items (the
+batches ``ConcatBatches`` has not emitted yet, where a ``Concurrently`` is in its rotation)
+registers it while it is lowered: ``ctx.register_operator_state(node.id, get_state,
+set_state)``. ``get_state()`` returns a plain data tree; checkpoints hold them as
+``{"operators": {node_id: state}}`` and a restore hands each back to the operator of the same
+node id (before the restored dataflow's first pull). Counters an operator keeps in the run's
+metrics (``TrainOneStep``'s update count, ``UpdateTarget``'s last update) need no hook, nor
+does ``StandardMetricsReporting``: it marks an iteration's start when the driver asks for
+the next result, which a restored dataflow does on its first pull just as a running one
+does after each result. Not checkpointed (empty whenever a result is returned in the
+built-in plans, where every item reaching the sink has just passed through them): the
+partial list of ``Batch`` and the fan-out queues of ``duplicate``.
 """
 
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -58,16 +72,27 @@ def _with_overrides(rid: str, params: Any, updates: dict[str, Any]) -> Any:
     return params
 
 
+@dataclass(frozen=True)
+class OperatorState:
+    """The checkpoint hooks of one stateful operator (``register_operator_state``):
+    ``get_state() -> data tree`` and ``set_state(data tree)``."""
+
+    get_state: Callable[[], dict[str, Any]]
+    set_state: Callable[[dict[str, Any]], None]
+
+
 @dataclass
 class BuildContext:
     """The built plan every lowering shares: compiled plan, run seed, resources by id
-    (``worker_sets``, ``buffers``) and ``run_state``, the run's counters and iteration."""
+    (``worker_sets``, ``buffers``), ``run_state`` (the run's counters and iteration) and
+    ``operator_states`` (the checkpoint hooks of stateful operators, by node id)."""
 
     compiled: CompiledPlan
     seed: int
     worker_sets: dict[str, Any]
     buffers: dict[str, Any]
     run_state: RunState
+    operator_states: dict[str, OperatorState] = field(default_factory=dict)
 
     @classmethod
     def create(
@@ -138,24 +163,66 @@ class BuildContext:
 
     # -- checkpoint state ------------------------------------------------------------------
 
+    def register_operator_state(
+        self,
+        node_id: str,
+        get_state: Callable[[], dict[str, Any]],
+        set_state: Callable[[dict[str, Any]], None],
+    ) -> None:
+        """Checkpoint node ``node_id``'s operator state with these hooks (call it while
+        lowering the node). ``get_state`` must return a plain data tree: dicts with str
+        keys, lists, str/int/float/bool/None and numpy arrays.
+
+        Raises:
+            ValueError: ``node_id`` already registered (lower each node once per dataflow).
+        """
+        if node_id in self.operator_states:
+            raise ValueError(f"node {node_id!r}: operator state registered twice")
+        self.operator_states[node_id] = OperatorState(get_state, set_state)
+
+    # -- checkpoint state ------------------------------------------------------------------
+
     def get_state(self) -> dict[str, Any]:
-        """Checkpoint data of the resources: ``policies`` (learner policy state by worker
-        set id) and ``buffers`` (replay contents by id). The run's own state is
-        ``run_state.get_state()``."""
+        """Checkpoint data of the resources and the dataflow: ``policies`` (learner policy
+        state by worker set id), ``workers`` (``WorkerSet.get_state()`` by id: every
+        rollout worker's envs, partial episodes, RNGs and policy copy), ``buffers``
+        (replay contents by id) and ``operators`` (stateful operators' states by node id).
+        The run's own state is ``run_state.get_state()``."""
         return {
             "policies": {rid: ws.local_policy.get_state() for rid, ws in self.worker_sets.items()},
+            "workers": {rid: ws.get_state() for rid, ws in self.worker_sets.items()},
             "buffers": {rid: buf.get_state() for rid, buf in self.buffers.items()},
+            "operators": {nid: op.get_state() for nid, op in sorted(self.operator_states.items())},
         }
 
     def set_state(self, state: dict[str, Any]) -> None:
-        """Restore ``get_state()`` output and send the restored weights to the rollout
-        workers (with ``run_state``'s global vars, so restore that first)."""
+        """Restore ``get_state()`` output (restore ``run_state`` first: the weights sent to
+        the workers carry its global vars). The rollout workers get their own checkpointed
+        state back (weights as they last received them, envs, RNGs); a checkpoint without
+        ``workers`` (written before they were saved) sends them the learner's weights.
+
+        Raises:
+            ValueError: the checkpoint's worker count or sub-envs do not match this build, or
+                it holds state for an operator this dataflow does not have.
+        """
         for rid, policy_state in state["policies"].items():
             ws = self.worker_sets[rid]
             ws.local_policy.set_state(policy_state)
-            ws.sync_weights(self.run_state.global_vars())
+            if rid in state.get("workers", {}):
+                ws.set_state(state["workers"][rid])
+            else:
+                ws.sync_weights(self.run_state.global_vars())
         for rid, buf_state in state["buffers"].items():
             self.buffers[rid].set_state(buf_state)
+        operators = state.get("operators", {})
+        unknown = sorted(set(operators) - set(self.operator_states))
+        if unknown:
+            raise ValueError(
+                f"checkpoint holds operator state for nodes {unknown}, which this plan's "
+                f"dataflow does not have (stateful nodes: {sorted(self.operator_states)})"
+            )
+        for nid, op_state in operators.items():
+            self.operator_states[nid].set_state(op_state)
 
     def stop(self) -> None:
         for ws in self.worker_sets.values():
