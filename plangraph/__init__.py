@@ -12,7 +12,8 @@ below load on first use.
   unless the plan is clean.
 * Errors: ``PlangraphError`` and one subclass per phase (``PlanError`` with
   ``PlanValidationError`` and ``PlanBuildError``, ``BuildError``, ``RenderError``,
-  ``OperatorError``, ``StopCriterionError``); the tree is drawn in ``plangraph.errors``.
+  ``OperatorError``, ``StopCriterionError``, ``CheckpointError``); the tree is drawn in
+  ``plangraph.errors``.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BuildError",
+    "CheckpointError",
     "CompiledPlan",
     "OperatorError",
     "Plan",
@@ -51,6 +53,7 @@ _LAZY = {
     "BuildError": "plangraph.errors",
     "RenderError": "plangraph.errors",
     "StopCriterionError": "plangraph.errors",
+    "CheckpointError": "plangraph.errors",
     "PlanBuildError": "plangraph.ops.builder",
     "OperatorError": "plangraph.flow.errors",
 }
@@ -65,6 +68,7 @@ if TYPE_CHECKING:
     )
     from plangraph.errors import (
         BuildError,
+        CheckpointError,
         PlanError,
         PlangraphError,
         RenderError,

@@ -15,7 +15,9 @@ them all, or a phase to catch one kind. Each also keeps the builtin base it alwa
     │   └── DotBinaryMissingError, DotFailedError
     ├── OperatorError              (plangraph.flow) an operator or actor task failed while
     │                              running; names the plan node id
-    └── StopCriterionError         a malformed or unknown stop criterion (``--stop``)
+    ├── StopCriterionError         a malformed or unknown stop criterion (``--stop``)
+    └── CheckpointError            a checkpoint or run directory is corrupt, truncated,
+                                   hand-edited, of another plan, or in the old pickle format
 
 Severity of a compiler finding is not an exception matter: a ``Diagnostic``'s severity is
 always the one its code has in ``plangraph.compiler.CODES``; only errors block a launch.
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 __all__ = [
     "BuildError",
+    "CheckpointError",
     "PlanError",
     "PlangraphError",
     "RenderError",
@@ -52,3 +55,9 @@ class RenderError(PlangraphError):
 
 class StopCriterionError(PlangraphError, ValueError):
     """A malformed ``KEY=VALUE`` argument or a stop criterion naming no result key."""
+
+
+class CheckpointError(PlangraphError, ValueError):
+    """A checkpoint or run directory cannot be loaded: a file is missing, corrupt,
+    truncated, hand-edited into an unexpected shape, written for another plan, or in the
+    pre-2 pickle format (refused, never unpickled: a pickle can run code when loaded)."""
