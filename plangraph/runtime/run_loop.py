@@ -76,6 +76,21 @@ def _graceful_sigint(console: Console) -> Iterator[threading.Event]:
         signal.signal(signal.SIGINT, previous)
 
 
+@contextmanager
+def ignoring_sigint() -> Iterator[None]:
+    """Ctrl-C is ignored inside (main thread only): a final checkpoint, stopping actors
+    and shutting Ray down must finish, or a half-written checkpoint is left, Ray's
+    processes outlive the driver, and Ray's atexit hook prints a KeyboardInterrupt."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def train_until(
     algo: Algorithm,
     stop: StopCriteria,
@@ -92,7 +107,8 @@ def train_until(
     Each result goes to ``run_dir/result.jsonl`` and TensorBoard; a checkpoint is written
     every ``checkpoint_every`` iterations (0 disables periodic ones) and always at the end,
     including after Ctrl-C (the first one finishes the current iteration; a second one
-    stops at once and checkpoints the state as it is).
+    stops at once and checkpoints the state as it is; further ones are ignored while that
+    checkpoint is written).
     """
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -146,7 +162,8 @@ def train_until(
     if iteration > 0:
         checkpoint = checkpoint_dir(run_dir, iteration)
         if iteration != last_saved:
-            algo.save(checkpoint)
+            with ignoring_sigint():  # a further Ctrl-C must not cut the last checkpoint
+                algo.save(checkpoint)
     return RunSummary(
         result=final, reason=loop.reason, checkpoint=checkpoint, interrupted=loop.interrupted
     )
