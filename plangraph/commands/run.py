@@ -231,17 +231,18 @@ def _train(launch: _Launch, args: argparse.Namespace) -> int:
 
     console = Console(stderr=True)
     run_dir = launch.run_dir
-    console.print(
-        f"[bold]plangraph run[/bold] {launch.plan_path} -> {run_dir}",
-        highlight=False,
-        soft_wrap=True,
-    )
     try:
         algo = launch.compiled.build(
             env=launch.env, num_workers=launch.num_workers, seed=launch.seed, address=args.address
         )
     except BuildError as exc:
         return _error(str(exc))
+    # After the build, so that a refused build is one line of error and nothing else.
+    console.print(
+        f"[bold]plangraph run[/bold] {launch.plan_path} -> {run_dir}",
+        highlight=False,
+        soft_wrap=True,
+    )
     try:
         if args.resume is not None:
             if launch.checkpoint is None:

@@ -62,6 +62,8 @@ def _graceful_sigint(console: Console) -> Iterator[threading.Event]:
 
     def on_sigint(signum: int, frame: Any) -> None:
         if requested.is_set():
+            # Further presses would interrupt the checkpoint and shutdown that follow.
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
             raise KeyboardInterrupt
         requested.set()
         console.print(
@@ -114,7 +116,6 @@ def train_until(
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     console = console or Console(stderr=True)
-    last_saved = -1
     progress = Progress(
         TextColumn("[bold]iter {task.fields[iteration]}"),
         BarColumn(),
@@ -129,6 +130,38 @@ def train_until(
         transient=False,
     )
     started = time.monotonic()
+    # The outer ignoring_sigint is what _graceful_sigint restores on exit, so no Ctrl-C
+    # falls between the loop and the final checkpoint.
+    with ignoring_sigint():
+        return _train_until(
+            algo,
+            stop,
+            run_dir,
+            checkpoint_every=checkpoint_every,
+            show_progress=show_progress,
+            tensorboard=tensorboard,
+            max_iterations=max_iterations,
+            console=console,
+            progress=progress,
+            started=started,
+        )
+
+
+def _train_until(
+    algo: Algorithm,
+    stop: StopCriteria,
+    run_dir: Path,
+    *,
+    checkpoint_every: int,
+    show_progress: bool,
+    tensorboard: bool,
+    max_iterations: int | None,
+    console: Console,
+    progress: Any,
+    started: float,
+) -> RunSummary:
+    """``train_until``'s loop, called with Ctrl-C ignored outside ``_graceful_sigint``."""
+    last_saved = -1
     with (
         RunLog(run_dir, tensorboard=tensorboard) as log,
         progress,
@@ -162,8 +195,7 @@ def train_until(
     if iteration > 0:
         checkpoint = checkpoint_dir(run_dir, iteration)
         if iteration != last_saved:
-            with ignoring_sigint():  # a further Ctrl-C must not cut the last checkpoint
-                algo.save(checkpoint)
+            algo.save(checkpoint)  # Ctrl-C ignored here (train_until)
     return RunSummary(
         result=final, reason=loop.reason, checkpoint=checkpoint, interrupted=loop.interrupted
     )
