@@ -22,6 +22,7 @@ partial list of ``Batch`` and the fan-out queues of ``duplicate``.
 from __future__ import annotations
 
 import importlib
+import operator
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -81,6 +82,21 @@ class OperatorState:
     set_state: Callable[[dict[str, Any]], None]
 
 
+def _check_worker_counts(params: dict[str, Any], cpus: int, where: str) -> None:
+    """Refuse a worker set with more remote workers than ``max_workers(cpus)``."""
+    from plangraph.runtime.ray_session import MAX_WORKERS_PER_CPU, max_workers
+
+    bound = max_workers(cpus)
+    for rid, p in sorted(params.items()):
+        n = getattr(p, "num_workers", None)
+        if isinstance(n, int) and n > bound:
+            raise BuildError(
+                f"resource {rid!r}: num_workers={n} is more than {where} can run: at most "
+                f"{bound} ({MAX_WORKERS_PER_CPU} per CPU x {cpus} CPUs); pass a smaller "
+                "--num-workers"
+            )
+
+
 @dataclass
 class BuildContext:
     """The built plan every lowering shares: compiled plan, run seed, resources by id
@@ -110,13 +126,26 @@ class BuildContext:
         ``RunState.for_plan(compiled)``.
 
         Raises:
-            BuildError: an override is invalid, the env id is unknown, or the replay buffers
-                cannot fit in the available memory (all before Ray starts).
+            BuildError: the seed is not an integer in [0, 2**63 - 1], an override is
+                invalid, the env id is unknown, the replay buffers cannot fit in the
+                available memory, or a worker set asks for more than
+                ``MAX_WORKERS_PER_CPU`` (4) remote workers per CPU (all before Ray starts),
+                or ``address`` is unreachable (within seconds); with ``address``, the
+                worker bound is checked against the cluster's CPUs once joined.
         """
+        import ray
+
         from plangraph.rl import WorkerSet, make_replay_buffer
         from plangraph.runtime.memory_check import check_replay_memory
-        from plangraph.runtime.ray_session import ensure_ray
+        from plangraph.runtime.ray_session import cluster_cpus, ensure_ray, local_cpus
 
+        try:
+            seed_ok = not isinstance(seed, bool) and 0 <= operator.index(seed) < 2**63
+        except TypeError:
+            seed_ok = False
+        if not seed_ok:
+            raise BuildError(f"seed {seed!r}: the run seed must be an integer in [0, 2**63 - 1]")
+        seed = operator.index(seed)
         updates: dict[str, Any] = {}
         if env is not None:
             updates["env"] = env
@@ -131,7 +160,15 @@ class BuildContext:
         }
         # A buffer that can never fill is refused now, not after the workers started.
         check_replay_memory(compiled, params)
+        # Bound the worker count by the CPUs Ray will have: before Ray starts when it is
+        # started here; a cluster's CPUs are only known once joined.
+        if ray.is_initialized():
+            _check_worker_counts(params, cluster_cpus(), "the Ray cluster")
+        elif not address:
+            _check_worker_counts(params, local_cpus(), "this machine")
         ensure_ray(address)
+        if address:
+            _check_worker_counts(params, cluster_cpus(), f"the cluster at {address}")
         worker_sets: dict[str, Any] = {}
         buffers: dict[str, Any] = {}
         # Each resource gets its own seed stream derived from the run seed.
