@@ -106,11 +106,12 @@ def test_run_refuses_a_replay_buffer_that_cannot_fit_in_one_line(tmp_path: Path)
     )  # fmt: skip
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr
-    # the run header ("plangraph run <plan> -> <dir>"), then the error in one line
+    # refused before the run starts: the error in one line, no run directory
     lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 2 and lines[0].startswith("plangraph run "), proc.stderr
-    assert lines[1].startswith("plangraph run: error: replay buffer 'replay' of capacity")
-    assert "needs about 726.4 GiB" in lines[1] and "--set buffer_size=N" in lines[1]
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("plangraph run: error: replay buffer 'replay' of capacity")
+    assert "needs about 726.4 GiB" in lines[0] and "--set buffer_size=N" in lines[0]
+    assert not (tmp_path / "runs").exists()
 
 
 def test_resume_needs_a_run_directory(tmp_path: Path) -> None:
