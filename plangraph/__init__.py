@@ -12,8 +12,8 @@ below load on first use.
   unless the plan is clean.
 * Errors: ``PlangraphError`` and one subclass per phase (``PlanError`` with
   ``PlanValidationError`` and ``PlanBuildError``, ``BuildError``, ``RegistrationError``
-  with ``UnknownOperatorError``, ``RenderError``,
-  ``OperatorError``, ``StopCriterionError``); the tree is drawn in ``plangraph.errors``.
+  with ``UnknownOperatorError``, ``RenderError``, ``OperatorError``,
+  ``StopCriterionError``, ``CheckpointError``); the tree is drawn in ``plangraph.errors``.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BuildError",
+    "CheckpointError",
     "CompiledPlan",
     "OperatorError",
     "Plan",
@@ -56,6 +57,7 @@ _LAZY = {
     "StopCriterionError": "plangraph.errors",
     "RegistrationError": "plangraph.errors",
     "UnknownOperatorError": "plangraph.errors",
+    "CheckpointError": "plangraph.errors",
     "PlanBuildError": "plangraph.ops.builder",
     "OperatorError": "plangraph.flow.errors",
 }
@@ -70,6 +72,7 @@ if TYPE_CHECKING:
     )
     from plangraph.errors import (
         BuildError,
+        CheckpointError,
         PlanError,
         PlangraphError,
         RegistrationError,

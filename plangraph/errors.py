@@ -20,7 +20,9 @@ them all, or a phase to catch one kind. Each also keeps the builtin base it alwa
     │   ├── PlanStalledError       (plangraph.flow.watchdog) the sink got nothing for
     │   │                          max_idle_s while the flow kept running
     │   └── WorkerRestartError     (plangraph.rl.restarts) a rollout worker kept dying
-    └── StopCriterionError         a malformed or unknown stop criterion (``--stop``)
+    ├── StopCriterionError         a malformed or unknown stop criterion (``--stop``)
+    └── CheckpointError            a checkpoint or run directory is corrupt, truncated,
+                                   hand-edited, of another plan, or in the old pickle format
 
 Severity of a compiler finding is not an exception matter: a ``Diagnostic``'s severity is
 always the one its code has in ``plangraph.compiler.CODES``; only errors block a launch.
@@ -31,6 +33,7 @@ from __future__ import annotations
 
 __all__ = [
     "BuildError",
+    "CheckpointError",
     "PlanError",
     "PlangraphError",
     "RegistrationError",
@@ -72,3 +75,9 @@ class RenderError(PlangraphError):
 
 class StopCriterionError(PlangraphError, ValueError):
     """A malformed ``KEY=VALUE`` argument or a stop criterion naming no result key."""
+
+
+class CheckpointError(PlangraphError, ValueError):
+    """A checkpoint or run directory cannot be loaded: a file is missing, corrupt,
+    truncated, hand-edited into an unexpected shape, written for another plan, or in the
+    pre-2 pickle format (refused, never unpickled: a pickle can run code when loaded)."""

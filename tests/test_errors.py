@@ -21,6 +21,7 @@ def test_every_exported_error_is_in_the_tree() -> None:
         "RenderError": (),
         "OperatorError": (RuntimeError,),
         "StopCriterionError": (ValueError,),
+        "CheckpointError": (ValueError,),
     }
     for name, bases in phases.items():
         cls = getattr(plangraph, name)

@@ -3,20 +3,22 @@ test_runtime_parallel.py)."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Iterator
 
 import pytest
 
-from plangraph.flow.concurrency import concurrently, union
+from plangraph.flow.concurrency import RotationState, concurrently, union
+from plangraph.flow.errors import OperatorError
 from plangraph.flow.iterators import NOT_READY, LocalIterator
 from plangraph.flow.metrics import get_metrics
 
 
-def letters(prefix: str, n: int | None = None) -> LocalIterator[str]:
+def letters(prefix: str, n: int | None = None, start: int = 0) -> LocalIterator[str]:
     def gen() -> Iterator[str]:
-        i = 0
+        i = start
         while n is None or i < n:
             yield f"{prefix}{i}"
             i += 1
@@ -188,3 +190,32 @@ def test_validation_errors() -> None:
         concurrently([a, b], output_indexes=[2])
     with pytest.raises(TypeError, match="not a LocalIterator"):
         union([a, [1, 2]])  # type: ignore[list-item]
+
+
+@pytest.mark.parametrize("cut", [1, 4, 7, 11])
+def test_a_restored_rotation_state_continues_the_interrupted_round(cut: int) -> None:
+    weights = [1.5, 2.5, "*"]
+
+    def build(state: RotationState, starts: tuple[int, int, int] = (0, 0, 0)) -> LocalIterator:
+        inputs = [letters(p, start=s) for p, s in zip("abc", starts, strict=True)]
+        return concurrently(inputs, weights=weights, seed=3, state=state)
+
+    straight = build(RotationState(3)).take(30)
+    first = RotationState(3)
+    head = build(first).take(cut)
+    saved = first.get_state()
+    # Plain data only: what a checkpoint can hold without pickle.
+    assert json.loads(json.dumps(saved)) == saved
+    # The inputs are resumed where the first run left them (each is a counter).
+    starts = tuple(sum(item[0] == p for item in head) for p in "abc")
+    resumed = RotationState(0)
+    resumed.set_state(saved)
+    assert head + build(resumed, starts).take(30 - cut) == straight  # type: ignore[arg-type]
+
+
+def test_a_rotation_state_of_another_union_is_refused() -> None:
+    state = RotationState()
+    concurrently([letters("a"), letters("b"), letters("c")], state=state).take(2)
+    small = concurrently([letters("a"), letters("b")], state=state)
+    with pytest.raises(OperatorError, match="the union has 2"):
+        small.take(1)

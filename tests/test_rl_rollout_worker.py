@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -293,3 +294,78 @@ def test_vtrace_batches_carry_the_behaviour_policy_version() -> None:
     worker.set_weights(weights, {"policy_version": 9})
     assert (worker.sample()["policy_version"] == 9).all()
     assert "policy_version" not in RolloutWorker("CartPole-v1", 2, 4, PPOConfig()).sample()
+
+
+def _assert_same_batch(a: Any, b: Any) -> None:
+    assert sorted(a.keys()) == sorted(b.keys())
+    for key in a.keys():
+        assert a[key].dtype == b[key].dtype and a[key].tobytes() == b[key].tobytes(), key
+    assert a.episode_returns.tolist() == b.episode_returns.tolist()
+    assert a.episode_lengths.tolist() == b.episode_lengths.tolist()
+
+
+def _is_data(tree: Any) -> bool:
+    """A plain data tree: what a checkpoint without pickle can hold."""
+    if tree is None or isinstance(tree, bool | int | float | str | np.ndarray):
+        return True
+    if isinstance(tree, list):
+        return all(_is_data(v) for v in tree)
+    if isinstance(tree, dict):
+        return all(isinstance(k, str) and _is_data(v) for k, v in tree.items())
+    return False
+
+
+@pytest.mark.parametrize("config", [PPOConfig(), DQNConfig(epsilon_timesteps=10_000)])
+def test_a_restored_worker_samples_what_the_original_would_have(config: Any) -> None:
+    """Mid-episode CartPole sub-envs, partial returns, action RNG and epsilon come back."""
+    original = RolloutWorker("CartPole-v1", 3, 13, config, seed=7, worker_index=1)
+    original.set_global_vars({"timestep": 4000})
+    original.sample()
+    state = original.get_state()
+    assert _is_data(state)
+    assert all(entry["snapshot"] is not None for entry in state["envs"])
+    assert (state["ep_len"] > 0).any()  # the checkpoint falls inside episodes
+    want = [original.sample() for _ in range(3)]
+
+    restored = RolloutWorker("CartPole-v1", 3, 13, config, seed=99, worker_index=1)
+    assert restored.set_state(state) == []
+    for batch in want:
+        _assert_same_batch(restored.sample(), batch)
+    assert restored.num_env_steps_sampled == original.num_env_steps_sampled
+
+
+class _HandleEnv(ChainEnv):
+    """A chain env that holds a non-data object (like a renderer or a physics handle)."""
+
+    def __init__(self, length: int) -> None:
+        super().__init__(length)
+        self.handle = threading.Lock()
+
+
+def test_an_uncapturable_sub_env_is_reset_with_a_derived_seed() -> None:
+    def make() -> gym.Env:
+        return _HandleEnv(100)
+
+    worker = RolloutWorker(make, 2, 4, PPOConfig(), seed=0, worker_index=1)
+    worker.sample()
+    state = worker.get_state()
+    assert [e["snapshot"] for e in state["envs"]] == [None, None]
+    assert "_HandleEnv.handle is a _thread.lock" in state["envs"][0]["reason"]
+
+    runs = []
+    for _ in range(2):
+        fresh = RolloutWorker(make, 2, 4, PPOConfig(), seed=0, worker_index=1)
+        assert fresh.set_state(state) == [0, 1]
+        runs.append(fresh.sample())
+    # Reset policy: the partial episodes are dropped and start over, deterministically.
+    assert runs[0]["t"].reshape(2, 4)[:, 0].tolist() == [0, 0]
+    assert not set(runs[0]["eps_id"].tolist()) & set(state["eps_ids"].tolist())
+    _assert_same_batch(runs[0], runs[1])
+
+
+def test_worker_state_of_another_shape_is_refused() -> None:
+    state = RolloutWorker("CartPole-v1", 2, 4, PPOConfig(), worker_index=1).get_state()
+    with pytest.raises(ValueError, match="has 2 sub-envs, this worker has 3"):
+        RolloutWorker("CartPole-v1", 3, 4, PPOConfig(), worker_index=1).set_state(state)
+    with pytest.raises(ValueError, match="wrapper chain"):
+        RolloutWorker(_chain_creator(), 2, 4, PPOConfig(), worker_index=1).set_state(state)

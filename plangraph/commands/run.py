@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-RUN_ARGS_FILE = "run.json"
+# run.json's model lives in plangraph.commands.run_args, imported only when a run starts:
+# every `plangraph` command imports this module to build its parser.
+__all__ = ["add_parser", "run"]
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
@@ -59,36 +63,96 @@ def _error(msg: str) -> int:
     return 2
 
 
-def run(args: argparse.Namespace) -> int:
-    from plangraph.runtime.stopping import StopCriteria, StopCriterionError, parse_key_values
+@dataclass(frozen=True)
+class _Launch:
+    """Everything a run needs, checked before Ray starts or any file is written."""
 
+    compiled: Any
+    plan_path: str
+    source: str  # run.json's "plan": where the plan first came from (a record)
+    env: str | None
+    num_workers: int | None
+    seed: int
+    overrides: dict[str, Any]
+    stop: Any
+    run_dir: Path
+    checkpoint: Any  # a loaded plangraph.runtime.algorithm.Checkpoint, or None
+
+
+def _option_problem(args: argparse.Namespace) -> str | None:
+    """The first command-line value that makes no sense, as a message; ``None`` if all do."""
+    from plangraph.commands.run_args import MAX_SEED
+
+    if args.env is not None and not args.env.strip():
+        return "--env '': give a gymnasium env id, e.g. --env CartPole-v1"
+    if args.num_workers is not None and args.num_workers < 0:
+        return f"--num-workers {args.num_workers}: num_workers: Input should be >= 0"
+    if not 0 <= args.seed <= MAX_SEED:
+        return f"--seed {args.seed}: the seed must be an integer in [0, 2**63 - 1]"
+    if args.checkpoint_every < 0:
+        return f"--checkpoint-every {args.checkpoint_every}: must be >= 0 (0: only at the end)"
+    if args.max_iterations is not None and args.max_iterations < 1:
+        return f"--max-iterations {args.max_iterations}: must be >= 1"
+    return None
+
+
+def _run_dir_problem(run_dir: Path) -> str | None:
+    """Why ``run_dir`` cannot be created or written (checked without creating it)."""
+    if run_dir.exists():
+        if not run_dir.is_dir():
+            return f"--out {run_dir}: exists and is not a directory"
+        return None if os.access(run_dir, os.W_OK | os.X_OK) else f"--out {run_dir}: not writable"
+    parent = run_dir.absolute().parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        return f"--out {run_dir}: {parent} is not a directory"
+    if not os.access(parent, os.W_OK | os.X_OK):
+        return f"--out {run_dir}: cannot create it in {parent} (not writable)"
+    return None
+
+
+def _prepare(args: argparse.Namespace) -> _Launch | int:
+    """Every check that needs neither Ray nor a run directory; an exit code when the run
+    must not start (usage problems raise ``PlangraphError``, caught by ``run``)."""
+    from plangraph.commands.run_args import PLAN_SNAPSHOT_FILE, RunArgs, read_run_args
+    from plangraph.runtime.stopping import StopCriteria, parse_key_values
+
+    problem = _option_problem(args)
+    if problem:
+        return _error(problem)
     resume_dir: Path | None = args.resume
-    saved: dict[str, Any] = {}
-    if resume_dir is not None:
-        run_file = resume_dir / RUN_ARGS_FILE
-        if not run_file.exists():
+    saved: RunArgs | None = read_run_args(resume_dir) if resume_dir is not None else None
+    if args.plan:
+        # A plan named on the command line is the user's own choice, Python or JSON.
+        plan_path = str(args.plan)
+    elif resume_dir is not None:
+        # Never the run.json "plan" path: a shared run directory must not choose a Python
+        # file to execute. The JSON snapshot is data, parsed like any plan file.
+        snapshot = resume_dir / PLAN_SNAPSHOT_FILE
+        if not snapshot.is_file():
             return _error(
-                f"--resume {resume_dir}: no {RUN_ARGS_FILE} there; is it a run directory?"
+                f"--resume {resume_dir}: no {PLAN_SNAPSHOT_FILE} (the plan saved with the "
+                "run); name the plan file to resume with it: plangraph run PLAN --resume DIR"
             )
-        saved = json.loads(run_file.read_text(encoding="utf-8"))
-    plan_path = args.plan or saved.get("plan")
-    if not plan_path:
+        plan_path = str(snapshot)
+    else:
         return _error("PLAN is required (or --resume DIR of an earlier run)")
-    try:
-        overrides = {**saved.get("overrides", {}), **parse_key_values(args.overrides, what="--set")}
-        stop_items = parse_key_values(args.stop, what="--stop") or saved.get("stop", {})
-        stop = StopCriteria.parse(stop_items)
-    except StopCriterionError as exc:
-        return _error(str(exc))
+    overrides = {
+        **(saved.overrides if saved else {}),
+        **parse_key_values(args.overrides, what="--set"),
+    }
+    stop_items = parse_key_values(args.stop, what="--stop") or (saved.stop if saved else {})
+    stop = StopCriteria.parse(stop_items)
     if not stop.thresholds and args.max_iterations is None:
         return _error("give a stop criterion, e.g. --stop episode_return_mean=475")
 
     from plangraph.commands.validate import analyze_safely, check_paths
 
-    problem = check_paths([str(plan_path)])
+    problem = check_paths([plan_path])
     if problem:
         return _error(problem)
-    compiled = analyze_safely(str(plan_path), overrides)
+    compiled = analyze_safely(plan_path, overrides)
     if compiled is None:
         return 1
     for d in compiled.diagnostics:
@@ -97,69 +161,105 @@ def run(args: argparse.Namespace) -> int:
         print(f"{plan_path}: not run: fix the errors above first", file=sys.stderr)
         return 1
 
+    checkpoint = None
     if resume_dir is not None:
+        from plangraph.runtime.algorithm import Checkpoint
         from plangraph.runtime.run_log import read_results
+        from plangraph.runtime.run_loop import latest_checkpoint
 
-        done = read_results(resume_dir)
-        met = stop.met(done[-1]) if done else None
+        try:
+            done = read_results(resume_dir)
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            return _error(f"{resume_dir / 'result.jsonl'}: not readable JSON lines ({exc})")
+        met = stop.met(done[-1]) if done and isinstance(done[-1], dict) else None
         if met:
             print(
                 f"plangraph run: {resume_dir} already meets the stop criterion ({met}); "
                 "pass a higher --stop to continue training"
             )
             return 0
+        ckpt = latest_checkpoint(resume_dir)
+        if ckpt is not None:
+            checkpoint = Checkpoint.load(ckpt, plan=compiled.plan.name)
 
-    env = args.env or saved.get("env") or _plan_env(compiled)
-    num_workers = args.num_workers if args.num_workers is not None else saved.get("num_workers")
-    seed = saved.get("seed", args.seed) if resume_dir else args.seed
+    env = args.env or (saved.env if saved else None) or _plan_env(compiled)
+    num_workers = args.num_workers
+    if num_workers is None and saved is not None:
+        num_workers = saved.num_workers
     run_dir = resume_dir or args.out
     if run_dir is None:
         stamp = time.strftime("%Y%m%d-%H%M%S")
         run_dir = Path("runs") / f"{compiled.plan.name}-{env or 'env'}-{stamp}"
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / RUN_ARGS_FILE).write_text(
-        json.dumps(
-            {
-                "plan": str(Path(plan_path).resolve()),
-                "env": env,
-                "num_workers": num_workers,
-                "seed": seed,
-                "overrides": overrides,
-                "stop": dict(stop.thresholds),
-            },
-            indent=2,
-            sort_keys=True,
-        )
-        + "\n",
-        encoding="utf-8",
+    problem = _run_dir_problem(run_dir)
+    if problem:
+        return _error(problem)
+    return _Launch(
+        compiled=compiled,
+        plan_path=plan_path,
+        source=str(Path(args.plan).resolve()) if args.plan else saved.plan if saved else "",
+        env=env,
+        num_workers=num_workers,
+        seed=saved.seed if saved is not None else args.seed,
+        overrides=overrides,
+        stop=stop,
+        run_dir=run_dir,
+        checkpoint=checkpoint,
     )
-    _write_plan_files(compiled, run_dir)
 
+
+def run(args: argparse.Namespace) -> int:
+    from plangraph.errors import PlangraphError
+
+    try:
+        launch = _prepare(args)
+    except PlangraphError as exc:  # bad input: one line, no traceback, nothing written
+        return _error(str(exc))
+    if isinstance(launch, int):
+        return launch
+    try:
+        return _train(launch, args)
+    finally:
+        _shutdown_ray()
+
+
+def _train(launch: _Launch, args: argparse.Namespace) -> int:
+    """Build (Ray starts), restore, write the run directory, train, summarise."""
     from rich.console import Console
 
-    from plangraph.runtime.run_loop import latest_checkpoint, summary_table, train_until
+    from plangraph.errors import BuildError, CheckpointError
+    from plangraph.runtime.run_loop import ignoring_sigint, summary_table, train_until
 
     console = Console(stderr=True)
-    console.print(
-        f"[bold]plangraph run[/bold] {plan_path} -> {run_dir}", highlight=False, soft_wrap=True
-    )
-    from plangraph.runtime.build_context import BuildError
-
+    run_dir = launch.run_dir
     try:
-        algo = compiled.build(env=env, num_workers=num_workers, seed=seed, address=args.address)
+        algo = launch.compiled.build(
+            env=launch.env, num_workers=launch.num_workers, seed=launch.seed, address=args.address
+        )
     except BuildError as exc:
         return _error(str(exc))
+    # After the build, so that a refused build is one line of error and nothing else.
+    console.print(
+        f"[bold]plangraph run[/bold] {launch.plan_path} -> {run_dir}",
+        highlight=False,
+        soft_wrap=True,
+    )
     try:
-        if resume_dir is not None:
-            ckpt = latest_checkpoint(resume_dir)
-            if ckpt is None:
-                console.print(f"no checkpoint in {resume_dir}; starting from scratch")
+        if args.resume is not None:
+            if launch.checkpoint is None:
+                console.print(f"no checkpoint in {run_dir}; starting from scratch")
             else:
-                algo.restore(ckpt)
-                console.print(f"resumed from {ckpt} (iteration {algo.iteration})")
+                try:
+                    algo.restore(launch.checkpoint)
+                except CheckpointError as exc:
+                    return _error(str(exc))
+                console.print(f"resumed from {launch.checkpoint.path} (iteration {algo.iteration})")
+        try:
+            _write_run_files(launch)
+        except OSError as exc:
+            return _error(f"--out {run_dir}: cannot write the run directory ({exc})")
         summary = train_until(
             algo,
-            stop,
+            launch.stop,
             run_dir,
             checkpoint_every=args.checkpoint_every,
             show_progress=not args.no_progress and console.is_terminal,
@@ -168,7 +268,8 @@ def run(args: argparse.Namespace) -> int:
             console=console,
         )
     finally:
-        algo.stop()
+        with ignoring_sigint():
+            algo.stop()
     out = Console()
     out.print(summary_table(summary))
     out.print(f"stopped: {summary.reason}", soft_wrap=True, highlight=False)
@@ -180,6 +281,37 @@ def run(args: argparse.Namespace) -> int:
             highlight=False,
         )
     return 130 if summary.interrupted else 0
+
+
+def _write_run_files(launch: _Launch) -> None:
+    """``run.json``, the plan snapshot ``--resume`` builds from, and the compiled plan."""
+    from plangraph.commands.run_args import PLAN_SNAPSHOT_FILE, RUN_ARGS_FILE, RunArgs
+
+    run_dir = launch.run_dir
+    run_dir.mkdir(parents=True, exist_ok=True)
+    record = RunArgs(
+        plan=launch.source,
+        env=launch.env,
+        num_workers=launch.num_workers,
+        seed=launch.seed,
+        overrides=launch.overrides,
+        stop=dict(launch.stop.thresholds),
+    )
+    text = json.dumps(record.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
+    (run_dir / RUN_ARGS_FILE).write_text(text, encoding="utf-8")
+    snapshot = launch.compiled.plan.to_json()
+    (run_dir / PLAN_SNAPSHOT_FILE).write_text(snapshot, encoding="utf-8")
+    _write_plan_files(launch.compiled, run_dir)
+
+
+def _shutdown_ray() -> None:
+    """Shut Ray down now, Ctrl-C ignored, so nothing is left for Ray's atexit hook."""
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():
+        from plangraph.runtime.run_loop import ignoring_sigint
+
+        with ignoring_sigint():
+            ray.shutdown()
 
 
 def _plan_env(compiled: Any) -> str | None:

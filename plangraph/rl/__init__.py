@@ -6,7 +6,8 @@ below is imported from its module on first attribute access.
 Modules: ``sample_batch`` (SampleBatch), ``postprocessing`` (GAE, returns), ``seeding``,
 ``models`` (MLPs), ``policy`` (TorchPolicy), ``policies`` (make_policy), ``a2c``, ``ppo``, ``dqn``,
 ``vtrace`` (V-trace), ``impala`` (IMPALAPolicy), ``appo`` (APPOPolicy),
-``rollout_worker`` (RolloutWorker), ``worker_set`` (WorkerSet), ``sum_tree``,
+``env_state`` (env snapshots for checkpoints), ``rollout_worker`` (RolloutWorker),
+``worker_set`` (WorkerSet, ResumeWarning), ``sum_tree``,
 ``replay_buffer`` (ReplayBuffer, PrioritizedReplayBuffer, make_replay_buffer).
 """
 
@@ -30,6 +31,7 @@ _EXPORTS: dict[str, str] = {
     "APPOPolicy": "plangraph.rl.appo",
     "RolloutWorker": "plangraph.rl.rollout_worker",
     "WorkerSet": "plangraph.rl.worker_set",
+    "ResumeWarning": "plangraph.rl.worker_set",
     "ReplayBuffer": "plangraph.rl.replay_buffer",
     "PrioritizedReplayBuffer": "plangraph.rl.replay_buffer",
     "make_replay_buffer": "plangraph.rl.replay_buffer",
@@ -44,6 +46,7 @@ __all__ = [
     "PPOPolicy",
     "PrioritizedReplayBuffer",
     "ReplayBuffer",
+    "ResumeWarning",
     "RolloutWorker",
     "SampleBatch",
     "SumTree",
@@ -75,7 +78,7 @@ if TYPE_CHECKING:
     from plangraph.rl.sample_batch import SampleBatch
     from plangraph.rl.seeding import derive_seeds
     from plangraph.rl.sum_tree import SumTree
-    from plangraph.rl.worker_set import WorkerSet
+    from plangraph.rl.worker_set import ResumeWarning, WorkerSet
 
 
 def __getattr__(name: str) -> Any:

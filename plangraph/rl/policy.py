@@ -335,6 +335,27 @@ class TorchPolicy:
                     )
                 tensor.copy_(src)
 
+    def get_sampling_state(self) -> dict[str, Any]:
+        """What a rollout worker's copy of the policy carries between fragments, as plain
+        data: ``weights`` (as last received), ``global_timestep`` (env steps; drives
+        epsilon) and ``action_rng`` (the ``bit_generator.state`` of the action sampler).
+        No optimizer: a worker's copy never steps one."""
+        return {
+            "weights": self.get_weights(),
+            "global_timestep": self.global_timestep,
+            "action_rng": self._action_rng.bit_generator.state,
+        }
+
+    def set_sampling_state(self, state: Mapping[str, Any]) -> None:
+        """Restore ``get_sampling_state()``.
+
+        Raises:
+            ValueError: the weights do not match this model.
+        """
+        self.set_weights(state["weights"])
+        self._action_rng.bit_generator.state = state["action_rng"]
+        self.set_global_vars({"timestep": state["global_timestep"]})
+
     def get_state(self) -> dict[str, Any]:
         """Everything to resume learning: weights, optimizer, global vars, RNG states."""
         return {

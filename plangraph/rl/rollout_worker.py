@@ -42,6 +42,18 @@ episode that spans fragments is reported once, in the fragment where it ends.
 
 Seeding: ``seeding.derive_seeds(seed, worker_index, num_envs)``; each sub-env is seeded on
 its first reset only, then continues its own RNG stream across autoresets.
+
+Checkpoints (``get_state``/``set_state``, a plain data tree). Between two ``sample()``
+calls a worker's state is: each sub-env's state (``env_state.capture_env``: exact for
+classic-control envs and gymnasium's common wrappers), the current observations, the
+partial episodes' return and length accumulators and episode ids, the env steps sampled,
+and its policy copy's sampling state (weights as last broadcast, which may lag the
+learner's, global timestep, i.e. epsilon, and action RNG). A ``SAME_STEP`` vector env holds
+nothing else between steps (its buffers are overwritten by every ``step``). A sub-env that
+cannot be captured (e.g. one holding a renderer or a physics-engine handle) is instead
+reset on restore with a seed derived from its own seed and the worker's env steps sampled
+at the checkpoint (deterministic, but not the uninterrupted run): its partial episode is
+dropped (never reported) and a new episode id starts; ``WorkerSet.get_state`` warns.
 """
 
 from __future__ import annotations
@@ -55,6 +67,7 @@ import torch
 
 from plangraph.rl.a2c import ActorCriticPolicy
 from plangraph.rl.dqn import DQNPolicy
+from plangraph.rl.env_state import capture_env, restore_env
 from plangraph.rl.impala import IMPALAPolicy
 from plangraph.rl.policies import make_policy
 from plangraph.rl.policy import TorchPolicy, as_policy_config
@@ -394,6 +407,85 @@ class RolloutWorker:
 
     def set_global_vars(self, global_vars: Mapping[str, Any]) -> None:
         self.policy.set_global_vars(global_vars)
+
+    # --- checkpoints ------------------------------------------------------------------
+    def get_state(self, include_policy: bool = True) -> dict[str, Any]:
+        """This worker's state between two ``sample()`` calls, as plain data.
+
+        Keys: ``worker_index``, ``num_envs``, ``envs`` (one entry per sub-env:
+        ``{"snapshot": ...}`` from ``env_state.capture_env``, or ``{"snapshot": None,
+        "reason": str}`` where it cannot be captured), ``obs`` (``[N, *obs_shape]``,
+        obs dtype), ``ep_return`` (float64 ``[N]``), ``ep_len`` (int64 ``[N]``, env
+        steps), ``eps_ids`` (int64 ``[N]``), ``eps_counter``, ``num_env_steps_sampled``
+        and, with ``include_policy`` (False where the policy is the learner's own, whose
+        state the checkpoint already holds), ``policy``
+        (``TorchPolicy.get_sampling_state()``).
+        """
+        envs = []
+        for sub_env in self.env.envs:
+            snapshot, reason = capture_env(sub_env)
+            entry: dict[str, Any] = {"snapshot": snapshot}
+            if snapshot is None:
+                entry["reason"] = reason
+            envs.append(entry)
+        state: dict[str, Any] = {
+            "worker_index": self.worker_index,
+            "num_envs": self.num_envs,
+            "envs": envs,
+            "obs": np.array(self._obs, copy=True),
+            "ep_return": self._ep_return.copy(),
+            "ep_len": self._ep_len.copy(),
+            "eps_ids": np.asarray(self._eps_ids, dtype=np.int64).copy(),
+            "eps_counter": self._eps_counter,
+            "num_env_steps_sampled": self.num_env_steps_sampled,
+        }
+        if include_policy:
+            state["policy"] = self.policy.get_sampling_state()
+        return state
+
+    def set_state(self, state: Mapping[str, Any]) -> list[int]:
+        """Continue from ``get_state()`` of a worker with the same env, ``num_envs`` and
+        ``worker_index``; returns the sub-envs that were reset instead of restored (their
+        snapshot was ``None``, see the module docstring).
+
+        Raises:
+            ValueError: the state is of a worker with another ``num_envs`` or
+                ``worker_index``, or a sub-env snapshot does not fit this worker's env.
+        """
+        if int(state["num_envs"]) != self.num_envs:
+            raise ValueError(
+                f"worker state has {state['num_envs']} sub-envs, this worker has {self.num_envs}"
+            )
+        if int(state["worker_index"]) != self.worker_index:
+            raise ValueError(
+                f"worker state is of worker {state['worker_index']}, this is worker "
+                f"{self.worker_index}"
+            )
+        obs = np.array(state["obs"], dtype=self._obs_dtype, copy=True)
+        self._ep_return = np.array(state["ep_return"], dtype=np.float64, copy=True)
+        self._ep_len = np.array(state["ep_len"], dtype=np.int64, copy=True)
+        self._eps_ids = np.array(state["eps_ids"], dtype=np.int64, copy=True)
+        self._eps_counter = int(state["eps_counter"])
+        self.num_env_steps_sampled = int(state["num_env_steps_sampled"])
+        reset = []
+        for k, (sub_env, entry) in enumerate(zip(self.env.envs, state["envs"], strict=True)):
+            if entry["snapshot"] is not None:
+                restore_env(sub_env, entry["snapshot"])
+                continue
+            # The documented reset policy: a seed derived from this sub-env's own seed and
+            # the progress at the checkpoint, so resuming twice from it gives the same run.
+            seq = np.random.SeedSequence(
+                self.sub_env_seeds[k], spawn_key=(self.num_env_steps_sampled,)
+            )
+            obs[k], _ = sub_env.reset(seed=int(seq.generate_state(1, dtype=np.uint64)[0] >> 1))
+            self._ep_return[k] = 0.0
+            self._ep_len[k] = 0
+            self._eps_ids[k] = self._new_eps_id()
+            reset.append(k)
+        self._obs = obs
+        if "policy" in state:
+            self.policy.set_sampling_state(state["policy"])
+        return reset
 
     def get_spaces(self) -> tuple[gym.Space[Any], gym.Space[Any]]:
         """``(single observation space, single action space)`` of the sub-envs."""

@@ -256,6 +256,29 @@ class SampleBatch:
         """``concat_samples([self, other])``."""
         return SampleBatch.concat_samples([self, other])
 
+    # --- as data (checkpoints) --------------------------------------------------------
+    def to_data(self) -> dict[str, Any]:
+        """The batch as a plain data tree (copies): ``{"columns": {name: array [B, ...]},
+        "episode_returns": float64 [E], "episode_lengths": int64 [E]}``."""
+        return {
+            "columns": {k: np.array(v, copy=True) for k, v in self._columns.items()},
+            "episode_returns": self.episode_returns.copy(),
+            "episode_lengths": self.episode_lengths.copy(),
+        }
+
+    @staticmethod
+    def from_data(data: Mapping[str, Any]) -> SampleBatch:
+        """The batch ``to_data()`` described (dtypes kept).
+
+        Raises:
+            ValueError: the columns disagree on ``B`` (as the constructor).
+        """
+        return SampleBatch(
+            {k: np.asarray(v) for k, v in data["columns"].items()},
+            episode_returns=data["episode_returns"],
+            episode_lengths=data["episode_lengths"],
+        )
+
     def __repr__(self) -> str:
         cols = ", ".join(f"{k}: {v.dtype}{list(v.shape[1:])}" for k, v in self._columns.items())
         return f"SampleBatch(count={self._count}, episodes={self.episode_returns.size}, {{{cols}}})"

@@ -17,6 +17,12 @@ A remote worker whose process dies is replaced by ``replace_dead_worker`` under 
 within ``worker_restart_window_s``, exponential backoff), then the run stops with
 ``WorkerRestartError``; ``num_worker_restarts`` counts the replacements.
 
+Checkpoints: ``get_state()`` collects every rollout worker's ``RolloutWorker.get_state()``
+(one Ray call per worker; the calls queue behind any weight broadcast already sent, so
+they see the weights the workers will sample with) and the global vars last broadcast;
+``set_state()`` sends each worker its own state back (one call per worker, waited for).
+Together with the learner policy's state this resumes sampling exactly where it stopped.
+
 Actors reserve ``num_cpus_per_worker`` CPUs (default 0: on a 2-core machine the driver,
 the workers and any replay/learner actors must all be schedulable at once; rollout workers
 call ``torch.set_num_threads(1)`` themselves).
@@ -30,6 +36,7 @@ and its spin-waiting competes with the rollout workers for the same cores (measu
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -42,6 +49,10 @@ from plangraph.rl.seeding import derive_seeds
 
 if TYPE_CHECKING:
     from plangraph.ops.resources import WorkerSetParams
+
+
+class ResumeWarning(UserWarning):
+    """A checkpoint cannot make the resumed run identical to the uninterrupted one."""
 
 
 class WorkerSet:
@@ -170,6 +181,84 @@ class WorkerSet:
         gv = dict(self._global_vars) or None
         for worker in self.remote_workers:
             worker.set_weights.remote(ref, gv)
+
+    # --- checkpoints ------------------------------------------------------------------
+    def get_state(self) -> dict[str, Any]:
+        """The rollout side of a checkpoint, as plain data: ``global_vars`` (as last
+        broadcast) and ``workers``, one ``RolloutWorker.get_state()`` per worker in
+        ``remote_workers`` order (the local worker's, without the policy it shares with
+        the learner, when ``num_workers == 0``).
+
+        Warns (``ResumeWarning``) for every sub-env whose state cannot be captured: on
+        restore it is reset instead (``RolloutWorker`` docstring), so that resume is not
+        the uninterrupted run; and for a worker that died (its entry is ``None``: a restore
+        leaves that worker as it was built), so a checkpoint is still written.
+        """
+        workers: list[dict[str, Any] | None]
+        if self.local_worker is not None:
+            workers = [self.local_worker.get_state(include_policy=False)]
+        else:
+            import ray
+
+            workers = []
+            for i, ref in enumerate([w.get_state.remote() for w in self.remote_workers]):
+                try:
+                    workers.append(ray.get(ref))
+                except ray.exceptions.RayActorError as exc:
+                    warnings.warn(
+                        f"rollout worker {i + 1} is dead ({type(exc).__name__}); the "
+                        "checkpoint holds no state for it, so a restore sends it only the "
+                        "learner's weights",
+                        ResumeWarning,
+                        stacklevel=2,
+                    )
+                    workers.append(None)
+        for w in workers:
+            if w is None:
+                continue
+            for k, entry in enumerate(w["envs"]):
+                if entry["snapshot"] is None:
+                    warnings.warn(
+                        f"worker {w['worker_index']} sub-env {k}: its state cannot be "
+                        f"checkpointed ({entry['reason']}); a restore resets it with a seed "
+                        "derived from its own seed and the env steps sampled, dropping its "
+                        "partial episode, so the resumed run differs from an uninterrupted one",
+                        ResumeWarning,
+                        stacklevel=2,
+                    )
+        return {"global_vars": dict(self._global_vars), "workers": workers}
+
+    def set_state(self, state: Mapping[str, Any]) -> None:
+        """Restore ``get_state()`` onto this worker set's workers (same number of workers,
+        sub-envs and env) and wait until every worker has it; a worker whose entry is
+        ``None`` (dead at save time) gets the learner's weights and global vars instead.
+
+        Raises:
+            ValueError: the state is of a worker set with another number of workers (or
+                sub-envs per worker, or another env).
+        """
+        workers = list(state["workers"])
+        have = len(self.remote_workers) if self.local_worker is None else 1
+        if len(workers) != have:
+            raise ValueError(
+                f"checkpoint holds the state of {len(workers)} rollout worker(s), this "
+                f"worker set has {have}; restore with the num_workers it was saved with"
+            )
+        self._global_vars = dict(state["global_vars"])
+        if self.local_worker is not None:
+            self.local_worker.set_state(workers[0])
+            return
+        import ray
+
+        refs, weights_ref = [], None
+        for w, s in zip(self.remote_workers, workers, strict=True):
+            if s is not None:
+                refs.append(w.set_state.remote(s))
+                continue
+            if weights_ref is None:
+                weights_ref = ray.put(self.local_policy.get_weights())
+            refs.append(w.set_weights.remote(weights_ref, dict(self._global_vars) or None))
+        ray.get(refs)
 
     # --- sampling ---------------------------------------------------------------------
     def sample(self) -> SampleBatch:

@@ -12,15 +12,18 @@ from __future__ import annotations
 
 import json
 import os
-import pickle
 import shutil
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Literal
 
-from plangraph.errors import BuildError
+import pydantic
+
+from plangraph.errors import BuildError, CheckpointError
 from plangraph.runtime.build_context import BuildContext
+from plangraph.runtime.checkpoint import LEGACY_STATE_FILE, read_state, write_state
 from plangraph.runtime.counters import SAMPLED
 from plangraph.runtime.run_state import RunState
 from plangraph.runtime.stopping import StopCriteria
@@ -30,7 +33,91 @@ if TYPE_CHECKING:
     from plangraph.compiler import CompiledPlan
     from plangraph.runtime.result import Result
 
-CHECKPOINT_VERSION = 1
+CHECKPOINT_VERSION = 2
+"""2: data-only state (``state.json`` + ``arrays.npz``); 1 was a pickle, no longer read."""
+
+META_FILE = "algorithm.json"
+
+
+class CheckpointMeta(pydantic.BaseModel):
+    """``algorithm.json`` of a checkpoint directory: what it is and where the run was."""
+
+    model_config = pydantic.ConfigDict(frozen=True, extra="forbid", strict=True)
+
+    version: Literal[2]
+    plan: str = pydantic.Field(description="name of the plan that wrote the checkpoint")
+    iteration: int = pydantic.Field(ge=0, description="iterations completed")
+    num_env_steps_sampled: int = pydantic.Field(ge=0, description="env steps sampled")
+    time_total_s: float = pydantic.Field(ge=0, description="training time so far (s)")
+    saved_at: float = pydantic.Field(description="Unix time of the save (s)")
+
+
+def read_checkpoint_meta(path: Path) -> CheckpointMeta:
+    """Validate ``path/algorithm.json``.
+
+    Raises:
+        CheckpointError: missing, not JSON, an old (pickle) checkpoint, or not the
+            ``CheckpointMeta`` shape; one line naming the file and the field.
+    """
+    meta_file = path / META_FILE
+    try:
+        raw = json.loads(meta_file.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise CheckpointError(f"{path}: not a plangraph checkpoint (no {META_FILE})") from None
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise CheckpointError(f"{meta_file}: not readable JSON ({exc})") from None
+    if isinstance(raw, dict) and raw.get("version") == 1:
+        raise CheckpointError(
+            f"{path}: version-1 checkpoint ({LEGACY_STATE_FILE}, a pickle); it is not loaded "
+            "because unpickling a file can run arbitrary code. Start a new run"
+        )
+    try:
+        return CheckpointMeta.model_validate(raw)
+    except pydantic.ValidationError as exc:
+        err = exc.errors()[0]
+        where = "/".join(map(str, err["loc"])) or "/"
+        raise CheckpointError(f"{meta_file}: {where}: {err['msg']}") from None
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """A checkpoint directory read and validated, not yet applied (``Algorithm.restore``).
+
+    Attributes:
+        path: the directory.
+        meta: its ``algorithm.json``.
+        state: the state tree (``plangraph.runtime.checkpoint``): ``iteration``,
+            ``time_total_s``, ``metrics``, ``episodes``, ``policies``, ``buffers``, ...
+    """
+
+    path: Path
+    meta: CheckpointMeta
+    state: dict[str, Any]
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str], *, plan: str | None = None) -> Checkpoint:
+        """Read ``path`` (JSON and a pickle-free npz only; nothing in it can run code).
+
+        Raises:
+            CheckpointError: not a complete checkpoint; corrupt, truncated or hand-edited;
+                an old pickle checkpoint (refused); of a plan other than ``plan``; or its
+                state lacks one of the run's parts.
+        """
+        path = Path(path)
+        meta = read_checkpoint_meta(path)
+        if plan is not None and meta.plan != plan:
+            raise CheckpointError(f"{path}: checkpoint of plan {meta.plan!r}, not of {plan!r}")
+        state = read_state(path)
+        if not isinstance(state, dict):
+            raise CheckpointError(f"{path}: state is a {type(state).__name__}, not an object")
+        missing = {"iteration", "time_total_s", "metrics", "episodes", "policies", "buffers"}
+        missing -= set(state)
+        if missing:
+            raise CheckpointError(f"{path}: state lacks {sorted(missing)}")
+        for part in ("policies", "buffers"):
+            if not isinstance(state[part], dict):
+                raise CheckpointError(f"{path}: state {part!r} is not an object")
+        return cls(path=path, meta=meta, state=state)
 
 
 class Algorithm:
@@ -112,7 +199,13 @@ class Algorithm:
         """Write a checkpoint directory: policy states (weights, optimizer, target net),
         replay buffers, counters and info, episode window, iteration and time.
 
-        Written to ``path.tmp`` and renamed, so a crash never leaves half a checkpoint.
+        Data only (``plangraph.runtime.checkpoint``: ``state.json`` + ``arrays.npz``, no
+        pickle), plus ``algorithm.json`` (``CheckpointMeta``) and the compiled
+        ``plan.json``. Written to ``path.tmp`` and renamed, so a crash never leaves half a
+        checkpoint.
+
+        Raises:
+            CheckpointError: some state is not storable as data (names its tree path).
         """
         path = Path(path)
         tmp = path.with_name(path.name + ".tmp")
@@ -120,8 +213,7 @@ class Algorithm:
         tmp.mkdir(parents=True)
         # One flat dict, as checkpoints have always been laid out.
         state = {**self.run_state.get_state(), **self.ctx.get_state()}
-        with (tmp / "state.pkl").open("wb") as f:
-            pickle.dump(state, f, protocol=pickle.HIGHEST_PROTOCOL)
+        write_state(tmp, state)
         (tmp / "plan.json").write_text(self.compiled.to_json(), encoding="utf-8")
         meta = {
             "version": CHECKPOINT_VERSION,
@@ -131,34 +223,66 @@ class Algorithm:
             "time_total_s": self.run_state.time_total_s,
             "saved_at": time.time(),
         }
-        (tmp / "algorithm.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
+        CheckpointMeta.model_validate(meta)  # what restore() will demand
+        (tmp / META_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
         shutil.rmtree(path, ignore_errors=True)
         tmp.rename(path)
         return path
 
-    def restore(self, path: str | os.PathLike[str]) -> None:
-        """Load a checkpoint written by ``save`` (any process); counters, iteration and
-        time continue from it, and the rollout workers receive the restored weights.
+    def restore(self, path: str | os.PathLike[str] | Checkpoint) -> None:
+        """Load a checkpoint written by ``save`` (any process), or apply one already read
+        with ``Checkpoint.load``, and continue from it.
+
+        For bulk-sync plans the run continues exactly as the uninterrupted one would have
+        (same counters, episodes, learner stats and weights, bit for bit): the checkpoint
+        holds the learner and every rollout worker (envs, partial episodes, RNGs, weights as
+        last broadcast), the replay buffers and the stateful operators (pending batches,
+        ``Concurrently``'s place in its rotation). The dataflow is lowered afresh, so the
+        same holds when restoring into an ``Algorithm`` that has already trained. Not
+        exact: sub-envs whose state cannot be captured (reset instead, with a warning at
+        save time; see ``RolloutWorker``) and asynchronous plans (requests in flight are
+        not checkpointed).
+
+        Loading reads JSON and a ``numpy.load(allow_pickle=False)`` archive only: nothing in
+        the directory can run code. If the state does not fit this plan, part of it may
+        already be applied: build a new ``Algorithm`` rather than train this one.
 
         Raises:
-            FileNotFoundError: ``path`` is not a complete checkpoint directory.
-            ValueError: the checkpoint was written by a different plan.
+            CheckpointError: ``path`` is not a complete checkpoint; a file is corrupt,
+                truncated or hand-edited; it is an old pickle checkpoint (refused, not
+                loaded); it was written by a different plan; or its state does not fit
+                this plan (its policies, buffers, operators, or number of rollout workers
+                and sub-envs per worker).
         """
-        path = Path(path)
-        meta_file = path / "algorithm.json"
-        if not meta_file.exists():
-            raise FileNotFoundError(f"{path}: not a plangraph checkpoint (no algorithm.json)")
-        meta = json.loads(meta_file.read_text())
-        if meta.get("plan") != self.compiled.plan.name:
-            raise ValueError(
-                f"{path}: checkpoint of plan {meta.get('plan')!r}, "
+        ckpt = path if isinstance(path, Checkpoint) else Checkpoint.load(path)
+        if ckpt.meta.plan != self.compiled.plan.name:
+            raise CheckpointError(
+                f"{ckpt.path}: checkpoint of plan {ckpt.meta.plan!r}, "
                 f"but this Algorithm runs {self.compiled.plan.name!r}"
             )
-        with (path / "state.pkl").open("rb") as f:
-            state = pickle.load(f)
-        # The run state first: the weights sent to the workers carry its global vars.
-        self.run_state.set_state(state)
-        self.ctx.set_state(state)
+        state = ckpt.state
+        unknown = set(state["policies"]) - set(self.ctx.worker_sets)
+        unknown |= set(state["buffers"]) - set(self.ctx.buffers)
+        if unknown:
+            raise CheckpointError(
+                f"{ckpt.path}: state for resources {sorted(unknown)}, not in this plan"
+            )
+        from plangraph.runtime.lowering import lower_plan
+
+        # A fresh dataflow: whatever the running one held between items (a union's place in
+        # its rotation, pending batches) is replaced by the checkpoint's operator states.
+        self._results = iter(lower_plan(self.compiled, self.ctx))
+        try:
+            # The run state first: the weights sent to the workers carry its global vars.
+            self.run_state.set_state(state)
+            self.ctx.set_state(state)
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError, RuntimeError) as exc:
+            # A tree of the right shape at the top can still be hand-edited below: torch's
+            # load_state_dict reports mismatches as RuntimeError/ValueError, our set_state
+            # methods as KeyError/TypeError/ValueError. Ray's own errors are not among these.
+            raise CheckpointError(
+                f"{ckpt.path}: state does not fit this plan ({type(exc).__name__}: {exc})"
+            ) from exc
 
     def stop(self) -> None:
         """Release every actor this Algorithm started. Idempotent."""

@@ -4,12 +4,27 @@ Resources (worker sets, replay buffers) are created once per plan and looked up 
 resource id (``"@workers"`` -> ``ctx.worker_sets["workers"]``). Counters, iteration, time
 and the episode window are not kept here: they live in ``ctx.run_state``
 (``plangraph.runtime.run_state.RunState``), the one object the run owns.
+
+Stateful operators. An operator whose implementation keeps state between items (the
+batches ``ConcatBatches`` has not emitted yet, where a ``Concurrently`` is in its rotation)
+registers it while it is lowered: ``ctx.register_operator_state(node.id, get_state,
+set_state)``. ``get_state()`` returns a plain data tree; checkpoints hold them as
+``{"operators": {node_id: state}}`` and a restore hands each back to the operator of the same
+node id (before the restored dataflow's first pull). Counters an operator keeps in the run's
+metrics (``TrainOneStep``'s update count, ``UpdateTarget``'s last update) need no hook, nor
+does ``StandardMetricsReporting``: it marks an iteration's start when the driver asks for
+the next result, which a restored dataflow does on its first pull just as a running one
+does after each result. Not checkpointed (empty whenever a result is returned in the
+built-in plans, where every item reaching the sink has just passed through them): the
+partial list of ``Batch`` and the fan-out queues of ``duplicate``.
 """
 
 from __future__ import annotations
 
 import importlib
+import operator
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -59,10 +74,35 @@ def _with_overrides(rid: str, params: Any, updates: dict[str, Any]) -> Any:
     return params
 
 
+@dataclass(frozen=True)
+class OperatorState:
+    """The checkpoint hooks of one stateful operator (``register_operator_state``):
+    ``get_state() -> data tree`` and ``set_state(data tree)``."""
+
+    get_state: Callable[[], dict[str, Any]]
+    set_state: Callable[[dict[str, Any]], None]
+
+
+def _check_worker_counts(params: dict[str, Any], cpus: int, where: str) -> None:
+    """Refuse a worker set with more remote workers than ``max_workers(cpus)``."""
+    from plangraph.runtime.ray_session import MAX_WORKERS_PER_CPU, max_workers
+
+    bound = max_workers(cpus)
+    for rid, p in sorted(params.items()):
+        n = getattr(p, "num_workers", None)
+        if isinstance(n, int) and n > bound:
+            raise BuildError(
+                f"resource {rid!r}: num_workers={n} is more than {where} can run: at most "
+                f"{bound} ({MAX_WORKERS_PER_CPU} per CPU x {cpus} CPUs); pass a smaller "
+                "--num-workers"
+            )
+
+
 @dataclass
 class BuildContext:
     """The built plan every lowering shares: compiled plan, run seed, resources by id
-    (``worker_sets``, ``buffers``) and ``run_state``, the run's counters and iteration."""
+    (``worker_sets``, ``buffers``), ``run_state`` (the run's counters and iteration) and
+    ``operator_states`` (the checkpoint hooks of stateful operators, by node id)."""
 
     compiled: CompiledPlan
     seed: int
@@ -74,6 +114,7 @@ class BuildContext:
     policy_locks: dict[str, threading.RLock] = field(default_factory=dict)
     """One lock per worker set, held by whoever touches its learner policy: a learner
     thread while it trains, driver operators while they read weights or sync a target."""
+    operator_states: dict[str, OperatorState] = field(default_factory=dict)
 
     @classmethod
     def create(
@@ -91,13 +132,26 @@ class BuildContext:
         ``RunState.for_plan(compiled)``.
 
         Raises:
-            BuildError: an override is invalid, the env id is unknown, or the replay buffers
-                cannot fit in the available memory (all before Ray starts).
+            BuildError: the seed is not an integer in [0, 2**63 - 1], an override is
+                invalid, the env id is unknown, the replay buffers cannot fit in the
+                available memory, or a worker set asks for more than
+                ``MAX_WORKERS_PER_CPU`` (4) remote workers per CPU (all before Ray starts),
+                or ``address`` is unreachable (within seconds); with ``address``, the
+                worker bound is checked against the cluster's CPUs once joined.
         """
+        import ray
+
         from plangraph.rl import WorkerSet, make_replay_buffer
         from plangraph.runtime.memory_check import check_replay_memory
-        from plangraph.runtime.ray_session import ensure_ray
+        from plangraph.runtime.ray_session import cluster_cpus, ensure_ray, local_cpus
 
+        try:
+            seed_ok = not isinstance(seed, bool) and 0 <= operator.index(seed) < 2**63
+        except TypeError:
+            seed_ok = False
+        if not seed_ok:
+            raise BuildError(f"seed {seed!r}: the run seed must be an integer in [0, 2**63 - 1]")
+        seed = operator.index(seed)
         updates: dict[str, Any] = {}
         if env is not None:
             updates["env"] = env
@@ -112,7 +166,15 @@ class BuildContext:
         }
         # A buffer that can never fill is refused now, not after the workers started.
         check_replay_memory(compiled, params)
+        # Bound the worker count by the CPUs Ray will have: before Ray starts when it is
+        # started here; a cluster's CPUs are only known once joined.
+        if ray.is_initialized():
+            _check_worker_counts(params, cluster_cpus(), "the Ray cluster")
+        elif not address:
+            _check_worker_counts(params, local_cpus(), "this machine")
         ensure_ray(address)
+        if address:
+            _check_worker_counts(params, cluster_cpus(), f"the cluster at {address}")
         worker_sets: dict[str, Any] = {}
         buffers: dict[str, Any] = {}
         # Each resource gets its own seed stream derived from the run seed.
@@ -183,33 +245,76 @@ class BuildContext:
 
     # -- checkpoint state ------------------------------------------------------------------
 
+    def register_operator_state(
+        self,
+        node_id: str,
+        get_state: Callable[[], dict[str, Any]],
+        set_state: Callable[[dict[str, Any]], None],
+    ) -> None:
+        """Checkpoint node ``node_id``'s operator state with these hooks (call it while
+        lowering the node). ``get_state`` must return a plain data tree: dicts with str
+        keys, lists, str/int/float/bool/None and numpy arrays.
+
+        Raises:
+            ValueError: ``node_id`` already registered (lower each node once per dataflow).
+        """
+        if node_id in self.operator_states:
+            raise ValueError(f"node {node_id!r}: operator state registered twice")
+        self.operator_states[node_id] = OperatorState(get_state, set_state)
+
+    # -- checkpoint state ------------------------------------------------------------------
+
     def get_state(self) -> dict[str, Any]:
-        """Checkpoint data of the resources: ``policies`` (learner policy state by worker
-        set id) and ``buffers`` (replay contents by id). The run's own state is
-        ``run_state.get_state()``."""
+        """Checkpoint data of the resources and the dataflow: ``policies`` (learner policy
+        state by worker set id), ``workers`` (``WorkerSet.get_state()`` by id: every
+        rollout worker's envs, partial episodes, RNGs and policy copy), ``buffers``
+        (replay contents by id), ``operators`` (stateful operators' states by node id)
+        and, for async plans, ``learners`` (each learner thread's policy version). The
+        run's own state is ``run_state.get_state()``."""
         policies = {}
         for rid, ws in self.worker_sets.items():
             with self.policy_locks[rid]:  # never half an update of a running learner thread
                 policies[rid] = ws.local_policy.get_state()
         state: dict[str, Any] = {
             "policies": policies,
+            "workers": {rid: ws.get_state() for rid, ws in self.worker_sets.items()},
             "buffers": {rid: buf.get_state() for rid, buf in self.buffers.items()},
+            "operators": {nid: op.get_state() for nid, op in sorted(self.operator_states.items())},
         }
         if self.learners:
             state["learners"] = {rid: t.get_state() for rid, t in self.learners.items()}
         return state
 
     def set_state(self, state: dict[str, Any]) -> None:
-        """Restore ``get_state()`` output and send the restored weights to the rollout
-        workers (with ``run_state``'s global vars, so restore that first)."""
+        """Restore ``get_state()`` output (restore ``run_state`` first: the weights sent to
+        the workers carry its global vars). The rollout workers get their own checkpointed
+        state back (weights as they last received them, envs, RNGs); a checkpoint without
+        ``workers`` (written before they were saved) sends them the learner's weights.
+
+        Raises:
+            ValueError: the checkpoint's worker count or sub-envs do not match this build, or
+                it holds state for an operator this dataflow does not have.
+        """
         for rid, policy_state in state["policies"].items():
             ws = self.worker_sets[rid]
             ws.local_policy.set_state(policy_state)
-            ws.sync_weights(self.run_state.global_vars())
+            if rid in state.get("workers", {}):
+                ws.set_state(state["workers"][rid])
+            else:
+                ws.sync_weights(self.run_state.global_vars())
         for rid, buf_state in state["buffers"].items():
             self.buffers[rid].set_state(buf_state)
         for rid, learner_state in state.get("learners", {}).items():
             self.learners[rid].set_state(learner_state)
+        operators = state.get("operators", {})
+        unknown = sorted(set(operators) - set(self.operator_states))
+        if unknown:
+            raise ValueError(
+                f"checkpoint holds operator state for nodes {unknown}, which this plan's "
+                f"dataflow does not have (stateful nodes: {sorted(self.operator_states)})"
+            )
+        for nid, op_state in operators.items():
+            self.operator_states[nid].set_state(op_state)
 
     def stop(self) -> None:
         """Join the learner threads, then release every actor. Idempotent."""

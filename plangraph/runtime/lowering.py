@@ -68,6 +68,8 @@ def lower_plan(compiled: Any, ctx: BuildContext) -> LocalIterator[Any]:
     """The output stream (``Result`` dicts) of ``compiled``, lowered onto ``ctx``'s actors.
 
     Every operator's metrics context (``get_metrics()``) is ``ctx.run_state.metrics``.
+    Stateful operators register their checkpoint hooks in ``ctx.operator_states``, which
+    this clears first: a dataflow lowered again (``Algorithm.restore``) replaces the last.
 
     Raises:
         BuildError: an operator has no runtime implementation (see
@@ -76,6 +78,7 @@ def lower_plan(compiled: Any, ctx: BuildContext) -> LocalIterator[Any]:
     _builtin_modules()
     # Only what the output pulls runs; a shared stream is fanned out to its users.
     needed = compiled.ancestors(compiled.output) | {compiled.output}
+    ctx.operator_states.clear()
     outputs: dict[str, list[LocalIterator[Any]]] = {}
     for node_id, node in compiled.nodes.items():
         if node_id not in needed:

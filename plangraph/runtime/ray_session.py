@@ -2,15 +2,91 @@
 
 from __future__ import annotations
 
+import os
+import socket
+
+from plangraph.errors import BuildError
+
+ADDRESS_TIMEOUT_S = 5.0
+"""How long (s) joining ``--address`` may take to reach the cluster before it is an error."""
+
+MAX_WORKERS_PER_CPU = 4
+"""The most remote rollout workers per CPU a run may start: each is a process with its
+own envs and policy copy, so beyond this a run only thrashes (or waits for minutes)."""
+
+
+def local_cpus() -> int:
+    """CPUs this process may use (its affinity mask), as Ray counts them when started here."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def cluster_cpus() -> int:
+    """CPUs of the Ray cluster this process is connected to (Ray must be initialised)."""
+    import ray
+
+    return max(1, int(ray.cluster_resources().get("CPU", 1)))
+
+
+def max_workers(cpus: int) -> int:
+    """The bound on remote rollout workers for ``cpus`` CPUs (``MAX_WORKERS_PER_CPU`` each)."""
+    return MAX_WORKERS_PER_CPU * max(1, cpus)
+
+
+def _host_port(address: str) -> tuple[str, int] | None:
+    """``"host:port"`` or ``"ray://host:port"`` -> ``(host, port)``; ``None`` for the
+    addresses Ray resolves itself (``"auto"``, ``"local"``)."""
+    rest = address.removeprefix("ray://")
+    if rest in ("auto", "local"):
+        return None
+    host, sep, port = rest.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise BuildError(
+            f"--address {address!r}: expected HOST:PORT of a Ray cluster's head node "
+            "(e.g. 10.0.0.5:6379), ray://HOST:PORT, or auto"
+        )
+    return host.strip("[]"), int(port)
+
+
+def check_address(address: str, *, timeout_s: float = ADDRESS_TIMEOUT_S) -> None:
+    """Fail fast when nothing listens at ``address``: ``ray.init`` itself retries for
+    minutes before giving up on an unreachable head node.
+
+    Raises:
+        BuildError: the address is malformed, the host is unknown, or no TCP connection
+            opens within ``timeout_s`` seconds.
+    """
+    target = _host_port(address)
+    if target is None:
+        return
+    try:
+        with socket.create_connection(target, timeout=timeout_s):
+            pass
+    except socket.gaierror as exc:
+        raise BuildError(f"--address {address!r}: unknown host {target[0]!r} ({exc})") from None
+    except OSError as exc:
+        reason = "timed out" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc))
+        raise BuildError(
+            f"--address {address!r}: no Ray cluster reachable there ({reason} within "
+            f"{timeout_s:g} s); is the head node up (`ray start --head`)?"
+        ) from None
+
 
 def ensure_ray(address: str | None = None) -> None:
     """Start Ray in-process (as many CPUs as the machine has), or join the cluster at
-    ``address``; no dashboard. Does nothing when Ray is already initialised."""
+    ``address``; no dashboard. Does nothing when Ray is already initialised.
+
+    Raises:
+        BuildError: ``address`` is unreachable (see ``check_address``).
+    """
     import ray
 
     if ray.is_initialized():
         return
     if address:
+        check_address(address)
         ray.init(address=address, include_dashboard=False, configure_logging=False)
     else:
         ray.init(address="local", include_dashboard=False, configure_logging=False)

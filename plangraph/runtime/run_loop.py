@@ -62,6 +62,8 @@ def _graceful_sigint(console: Console) -> Iterator[threading.Event]:
 
     def on_sigint(signum: int, frame: Any) -> None:
         if requested.is_set():
+            # Further presses would interrupt the checkpoint and shutdown that follow.
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
             raise KeyboardInterrupt
         requested.set()
         console.print(
@@ -72,6 +74,21 @@ def _graceful_sigint(console: Console) -> Iterator[threading.Event]:
     previous = signal.signal(signal.SIGINT, on_sigint)
     try:
         yield requested
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+@contextmanager
+def ignoring_sigint() -> Iterator[None]:
+    """Ctrl-C is ignored inside (main thread only): a final checkpoint, stopping actors
+    and shutting Ray down must finish, or a half-written checkpoint is left, Ray's
+    processes outlive the driver, and Ray's atexit hook prints a KeyboardInterrupt."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
     finally:
         signal.signal(signal.SIGINT, previous)
 
@@ -92,13 +109,13 @@ def train_until(
     Each result goes to ``run_dir/result.jsonl`` and TensorBoard; a checkpoint is written
     every ``checkpoint_every`` iterations (0 disables periodic ones) and always at the end,
     including after Ctrl-C (the first one finishes the current iteration; a second one
-    stops at once and checkpoints the state as it is).
+    stops at once and checkpoints the state as it is; further ones are ignored while that
+    checkpoint is written).
     """
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     console = console or Console(stderr=True)
-    last_saved = -1
     progress = Progress(
         TextColumn("[bold]iter {task.fields[iteration]}"),
         BarColumn(),
@@ -113,6 +130,38 @@ def train_until(
         transient=False,
     )
     started = time.monotonic()
+    # The outer ignoring_sigint is what _graceful_sigint restores on exit, so no Ctrl-C
+    # falls between the loop and the final checkpoint.
+    with ignoring_sigint():
+        return _train_until(
+            algo,
+            stop,
+            run_dir,
+            checkpoint_every=checkpoint_every,
+            show_progress=show_progress,
+            tensorboard=tensorboard,
+            max_iterations=max_iterations,
+            console=console,
+            progress=progress,
+            started=started,
+        )
+
+
+def _train_until(
+    algo: Algorithm,
+    stop: StopCriteria,
+    run_dir: Path,
+    *,
+    checkpoint_every: int,
+    show_progress: bool,
+    tensorboard: bool,
+    max_iterations: int | None,
+    console: Console,
+    progress: Any,
+    started: float,
+) -> RunSummary:
+    """``train_until``'s loop, called with Ctrl-C ignored outside ``_graceful_sigint``."""
+    last_saved = -1
     with (
         RunLog(run_dir, tensorboard=tensorboard) as log,
         progress,
@@ -146,7 +195,7 @@ def train_until(
     if iteration > 0:
         checkpoint = checkpoint_dir(run_dir, iteration)
         if iteration != last_saved:
-            algo.save(checkpoint)
+            algo.save(checkpoint)  # Ctrl-C ignored here (train_until)
     return RunSummary(
         result=final, reason=loop.reason, checkpoint=checkpoint, interrupted=loop.interrupted
     )

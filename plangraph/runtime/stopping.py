@@ -87,6 +87,12 @@ class StopCriteria:
 
     @classmethod
     def parse(cls, items: Iterable[str] | Mapping[str, Any]) -> StopCriteria:
+        """Criteria from ``["key=value", ...]`` or ``{key: value}``.
+
+        Raises:
+            StopCriterionError: an item is not ``KEY=VALUE``, a key is not a result key,
+                or a threshold is not a finite number (NaN and Infinity would never stop).
+        """
         raw = dict(items) if isinstance(items, Mapping) else parse_key_values(items, what="--stop")
         thresholds: dict[str, float] = {}
         for key, value in sorted(raw.items()):
@@ -94,6 +100,12 @@ class StopCriteria:
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise StopCriterionError(
                     f"--stop {key}={value!r}: the threshold must be a number, e.g. --stop {key}=475"
+                )
+            if not math.isfinite(value):
+                # NaN is never reached and Infinity never met: either would train forever.
+                raise StopCriterionError(
+                    f"--stop {key}={value!r}: the threshold must be a finite number, "
+                    f"e.g. --stop {key}=475"
                 )
             thresholds[key] = float(value)
         return cls(thresholds)

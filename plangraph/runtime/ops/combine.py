@@ -30,6 +30,17 @@ def _concat_batches(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIte
         count = 0
         return [out]
 
+    # The batches not yet emitted are checkpointed (as data): under a union the run can
+    # stop while some are pending, and the resumed run must emit the same train batches.
+    def get_state() -> dict[str, Any]:
+        return {"pending": [b.to_data() for b in pending], "count": count}
+
+    def set_state(state: dict[str, Any]) -> None:
+        nonlocal count
+        pending[:] = [SampleBatch.from_data(b) for b in state["pending"]]
+        count = int(state["count"])
+
+    ctx.register_operator_state(node.id, get_state, set_state)
     return inputs[0].combine(timed(node.id, concat), name=node.id)
 
 

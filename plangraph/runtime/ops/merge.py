@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from plangraph.flow.concurrency import concurrently
+from plangraph.flow.concurrency import RotationState, concurrently
 from plangraph.flow.local import LocalIterator
 from plangraph.runtime.build_context import BuildContext
 from plangraph.runtime.implementations import register_lowering
@@ -13,6 +13,10 @@ from plangraph.runtime.implementations import register_lowering
 @register_lowering("Concurrently")
 def _concurrently(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIterator[Any]:
     p = node.params
+    # The rotation (whose turn, how much of it is left, the weight-rounding RNG) is
+    # checkpointed, so a restored run continues the interrupted round.
+    rotation = RotationState(ctx.seed)
+    ctx.register_operator_state(node.id, rotation.get_state, rotation.set_state)
     return concurrently(
         inputs,
         mode=p.mode,
@@ -20,13 +24,16 @@ def _concurrently(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalItera
         weights=p.weights,
         seed=ctx.seed,
         name=node.id,
+        state=rotation,
     )
 
 
 @register_lowering("Union")
 def _union(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIterator[Any]:
     mode = "round_robin" if node.params.deterministic else "async"
-    return concurrently(inputs, mode=mode, seed=ctx.seed, name=node.id)
+    rotation = RotationState(ctx.seed)
+    ctx.register_operator_state(node.id, rotation.get_state, rotation.set_state)
+    return concurrently(inputs, mode=mode, seed=ctx.seed, name=node.id, state=rotation)
 
 
 @register_lowering("Duplicate")

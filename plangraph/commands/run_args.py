@@ -1,0 +1,65 @@
+"""``run.json``: the settings of a ``plangraph run``, read back by ``--resume``.
+
+A run directory is data from whoever shared it: ``run.json`` is validated here (frozen,
+``extra="forbid"``, strict types) and its ``plan`` is a record of where the plan came
+from, never a file to load: ``--resume`` builds from the run's ``plan.source.json``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
+
+from plangraph.errors import CheckpointError
+
+RUN_ARGS_FILE = "run.json"
+PLAN_SNAPSHOT_FILE = "plan.source.json"
+"""The plan as declared (IR JSON, ``${key}`` references kept): what ``--resume`` builds."""
+
+MAX_SEED = 2**63 - 1
+
+
+class RunArgs(BaseModel):
+    """The contents of ``run.json`` (all keys required; ``--resume`` fills in the rest of
+    its command line from them)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+    plan: str = Field(description="the plan file first run (a record; never loaded)")
+    env: str | None = Field(min_length=1, description="gymnasium env id, or the plan's")
+    num_workers: int | None = Field(ge=0, description="remote rollout workers, or the plan's")
+    seed: int = Field(ge=0, le=MAX_SEED, description="run seed")
+    overrides: dict[str, JsonValue] = Field(description="--set config overrides")
+    stop: dict[str, float] = Field(description="stop criteria: result key -> threshold")
+
+
+def read_run_args(run_dir: Path) -> RunArgs:
+    """Validate ``run_dir/run.json``.
+
+    Raises:
+        CheckpointError: no such file, not JSON, or not the ``RunArgs`` shape (one line:
+            the file, the field and what is wrong).
+    """
+    path = run_dir / RUN_ARGS_FILE
+    if not path.is_file():
+        raise CheckpointError(
+            f"--resume {run_dir}: no {RUN_ARGS_FILE} there; is it a run directory?"
+        )
+    try:
+        raw: Any = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise CheckpointError(
+            f"{path}: not readable JSON ({exc}); the file is corrupt or was edited"
+        ) from None
+    try:
+        return RunArgs.model_validate(raw)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(map(str, err["loc"])) or "(top level)"
+        more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+        raise CheckpointError(
+            f"{path}: {where}: {err['msg']}{more}; the file is corrupt or was edited"
+        ) from None
