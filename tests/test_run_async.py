@@ -196,3 +196,41 @@ def test_checkpoint_of_an_async_run_continues_counters_and_learner(tmp_path: Pat
         assert restored.ctx.learners["learner"].version > version
     finally:
         restored.stop()
+
+
+def test_ctrl_c_stops_an_async_run_and_joins_the_learner(tmp_path: Path) -> None:
+    """Ctrl-C during an IMPALA run: the iteration finishes, the learner thread is stopped
+    and joined, a checkpoint is written, exit code 130, no traceback, no hang."""
+    import json
+    import signal
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    run_dir = tmp_path / "run"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "plangraph", "run", str(root / "plans" / "impala.json"),
+         "--num-workers", "1", "--set", "min_env_steps_per_iter=512",
+         "--stop", "num_env_steps_sampled=1000000000", "--out", str(run_dir),
+         "--no-progress", "--checkpoint-every", "0"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        log = run_dir / "result.jsonl"
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and (
+            not log.exists() or len(log.read_text().splitlines()) < 2
+        ):
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert "interrupted (Ctrl-C)" in out
+    assert "Traceback" not in err
+    last = json.loads(log.read_text().splitlines()[-1])
+    ckpt = run_dir / "checkpoints" / f"iter_{last['iteration']:06d}"
+    assert (ckpt / "algorithm.json").exists()
