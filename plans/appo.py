@@ -92,7 +92,6 @@ plan = Plan.from_builder(
             policy={
                 "algo": "appo",
                 "clip_param": cfg.clip_param,
-                "target_update_freq": cfg.target_update_freq,
                 "lr": cfg.lr,
                 "gamma": cfg.gamma,
                 "entropy_coeff": cfg.entropy_coeff,

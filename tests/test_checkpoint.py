@@ -3,6 +3,7 @@ corrupt, truncated, hand-edited or pickled, and a restored Algorithm learns bit-
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import pickle
@@ -262,7 +263,33 @@ def test_restore_refuses_a_checkpoint_of_another_plan(tmp_path: Path) -> None:
             a2c.restore(ckpt)
         (ckpt / "algorithm.json").write_text(json.dumps(meta))
         _edit_json(ckpt, lambda j: j["tree"]["policies"].update(nope={}))
+        # A consistent checkpoint of a plan with one more resource (its digest matches).
+        digest = hashlib.sha256((ckpt / "state.json").read_bytes()).hexdigest()
+        (ckpt / "algorithm.json").write_text(json.dumps({**meta, "state_sha256": digest}))
         with pytest.raises(CheckpointError, match="resources \\['nope'\\]"):
             a2c.restore(ckpt)
     finally:
         a2c.stop()
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_a_hand_edited_state_json_is_refused(tmp_path: Path) -> None:
+    """state.json is strict JSON, so an edit still parses: algorithm.json's digest of it
+    tells the edit apart from the checkpoint that was written."""
+    from plangraph.runtime.algorithm import Checkpoint
+
+    a2c = plangraph.compile(PLANS / "a2c.json", config={"num_envs_per_worker": 1}).build(
+        num_workers=0
+    )
+    try:
+        a2c.train()
+        ckpt = a2c.save(tmp_path / "a2c")
+    finally:
+        a2c.stop()
+    Checkpoint.load(ckpt)  # as written: fine
+    state_file = ckpt / "state.json"
+    text = state_file.read_text()
+    assert '"iteration":1,' in text
+    state_file.write_text(text.replace('"iteration":1,', '"iteration":50,'))
+    with pytest.raises(CheckpointError, match=r"state\.json does not match algorithm\.json"):
+        Checkpoint.load(ckpt)

@@ -68,6 +68,24 @@ def test_run_writes_logs_checkpoints_and_resumes_in_a_new_process(tmp_path: Path
     assert lines[5]["episodes_total"] >= lines[4]["episodes_total"]
     assert lines[5]["time_total_s"] > lines[4]["time_total_s"]
 
+    # A new run cannot be written into this one: logs and checkpoints would mix.
+    clash = plangraph(
+        "run", str(PLAN), *SMALL, "--stop", "iteration=1", "--out", str(run_dir), cwd=tmp_path
+    )  # fmt: skip
+    assert clash.returncode == 2
+    assert clash.stderr.strip().splitlines() == [
+        f"plangraph run: error: --out {run_dir} already holds a run; continue it with "
+        f"--resume {run_dir}, or pass a new --out"
+    ]
+    # --max-iterations counts the whole run: a run at 7 iterations trains no 8th.
+    done = plangraph(
+        "run", "--resume", str(run_dir), "--max-iterations", "7",
+        "--stop", "num_env_steps_sampled=100000", "--no-progress", cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "has already run 7 iterations" in done.stdout
+    assert [r["iteration"] for r in results(run_dir)] == [1, 2, 3, 4, 5, 6, 7]
+
 
 def test_run_refuses_a_broken_plan_without_traceback(tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"

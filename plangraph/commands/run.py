@@ -181,6 +181,15 @@ def _prepare(args: argparse.Namespace) -> _Launch | int:
         ckpt = latest_checkpoint(resume_dir)
         if ckpt is not None:
             checkpoint = Checkpoint.load(ckpt, plan=compiled.plan.name)
+            done_iters = checkpoint.meta.iteration
+            if args.max_iterations is not None and done_iters >= args.max_iterations:
+                # --max-iterations counts all iterations of the run, restored ones included.
+                print(
+                    f"plangraph run: {resume_dir} has already run {done_iters} iterations "
+                    f"(--max-iterations {args.max_iterations} counts the whole run); pass a "
+                    "higher --max-iterations to continue training"
+                )
+                return 0
 
     env = args.env or (saved.env if saved else None) or _plan_env(compiled)
     num_workers = args.num_workers
@@ -193,6 +202,14 @@ def _prepare(args: argparse.Namespace) -> _Launch | int:
     problem = _run_dir_problem(run_dir)
     if problem:
         return _error(problem)
+    if resume_dir is None and any(
+        (run_dir / name).exists() for name in ("run.json", "result.jsonl", "checkpoints")
+    ):
+        # Writing a new run into an old one would mix their logs and checkpoints.
+        return _error(
+            f"--out {run_dir} already holds a run; continue it with --resume {run_dir}, "
+            "or pass a new --out"
+        )
     return _Launch(
         compiled=compiled,
         plan_path=plan_path,

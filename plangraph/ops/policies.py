@@ -211,15 +211,6 @@ class APPOConfig(_VTraceBase):
     kl_target: float = Field(
         0.01, gt=0.0, description="Target KL(target net || online net), in nats per row."
     )
-    target_update_freq: int = Field(
-        500,
-        ge=0,
-        description=(
-            "Env steps trained between target-network updates (the plan's target-update "
-            "step calls update_target(); the policy never updates it by itself). 500 = one "
-            "IMPALA train batch; 0 = after every train step."
-        ),
-    )
 
 
 PolicyConfig = Annotated[

@@ -10,6 +10,7 @@ algo.save("ckpt"); algo.restore("ckpt"); algo.stop()
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -50,6 +51,18 @@ class CheckpointMeta(pydantic.BaseModel):
     num_env_steps_sampled: int = pydantic.Field(ge=0, description="env steps sampled")
     time_total_s: float = pydantic.Field(ge=0, description="training time so far (s)")
     saved_at: float = pydantic.Field(description="Unix time of the save (s)")
+    state_sha256: str | None = pydantic.Field(
+        None,
+        pattern=r"^[0-9a-f]{64}$",
+        description="SHA-256 of state.json (which records the SHA-256 of arrays.npz); "
+        "written by every save, checked on load when present",
+    )
+
+
+def _state_sha256(path: Path) -> str:
+    from plangraph.runtime.checkpoint import STATE_FILE
+
+    return hashlib.sha256((path / STATE_FILE).read_bytes()).hexdigest()
 
 
 def read_checkpoint_meta(path: Path) -> CheckpointMeta:
@@ -107,6 +120,16 @@ class Checkpoint:
         meta = read_checkpoint_meta(path)
         if plan is not None and meta.plan != plan:
             raise CheckpointError(f"{path}: checkpoint of plan {meta.plan!r}, not of {plan!r}")
+        try:
+            digest = _state_sha256(path) if meta.state_sha256 is not None else None
+        except OSError as exc:
+            raise CheckpointError(f"{path}: cannot read the state ({exc})") from None
+        if digest != meta.state_sha256:
+            # state.json is strict JSON, so a hand edit still parses: only the hash tells.
+            raise CheckpointError(
+                f"{path}: state.json does not match {META_FILE} (SHA-256 differs): the "
+                "checkpoint is corrupt or was edited"
+            )
         state = read_state(path)
         if not isinstance(state, dict):
             raise CheckpointError(f"{path}: state is a {type(state).__name__}, not an object")
@@ -222,6 +245,7 @@ class Algorithm:
             "num_env_steps_sampled": self.run_state.counters.get(SAMPLED, 0),
             "time_total_s": self.run_state.time_total_s,
             "saved_at": time.time(),
+            "state_sha256": _state_sha256(tmp),
         }
         CheckpointMeta.model_validate(meta)  # what restore() will demand
         (tmp / META_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")

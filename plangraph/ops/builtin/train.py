@@ -149,7 +149,7 @@ ApplyGradients = register_op(
 
 
 class UpdateTargetParams(OpParams):
-    """Sync the DQN target network with the online network every ``freq`` env steps.
+    """Sync the target network (DQN, APPO) with the online network every ``freq`` env steps.
 
     Fires each time the chosen counter (``num_env_steps_sampled`` or
     ``num_env_steps_trained``) passes a multiple of ``freq``; ``freq == 0`` syncs after
@@ -234,13 +234,15 @@ class UpdateWorkerWeightsParams(OpParams):
     Per-actor weight sync (RLlib's ``zip_with_source_actor`` + ``UpdateWorkerWeights``):
     after every ``max_weight_sync_delay`` batches *of one worker*, that worker alone gets
     the weights of the current learner version (one ``ray.put`` per version, shared by all
-    workers). Place it right after an ``async`` ``ParallelRollouts``. Counts
-    ``num_weight_syncs``; passes the batch through.
+    workers). A batch here is one rollout fragment (``rollout_fragment_length`` x
+    ``num_envs_per_worker`` env steps): place it right after an ``async``
+    ``ParallelRollouts``, before ``ConcatBatches``. Counts ``num_weight_syncs``; passes the
+    batch through.
     """
 
     workers: ResourceRef = workers_field()
     max_weight_sync_delay: int = Field(
-        1, ge=1, description="Batches of one worker between two weight syncs to it."
+        1, ge=1, description="Rollout fragments of one worker between two weight syncs to it."
     )
 
 
@@ -251,6 +253,6 @@ UpdateWorkerWeights = register_op(
     inputs=["SampleBatch"],
     output="SampleBatch",
     params=UpdateWorkerWeightsParams,
-    resources=WORKERS_READ,
+    resources=WORKERS_WRITE,
     builtin=True,
 )
