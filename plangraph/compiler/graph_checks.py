@@ -200,17 +200,22 @@ def _mismatch(
     )
 
 
-def check_replay(ctx: Context) -> None:
-    """Each replay buffer has a writer and a reader, driven by the same Concurrently/Union."""
-    from plangraph.ops.registry import all_resource_kinds
-
-    kinds = all_resource_kinds()
-    topo = ctx.topology
+def _driven_together(ctx: Context, writers: list[str], readers: list[str]) -> bool:
+    """Whether some merge node (``Concurrently``/``Union``) drives a writer's and a
+    reader's branch of one resource, so that both ever run."""
 
     def is_merge(n: str) -> bool:
         sig = ctx.sigs.get(n)
         return sig is not None and sig.category == "merge"
 
+    return any(ctx.topology.merges_driving(w, r, is_merge) for w in writers for r in readers)
+
+
+def check_replay(ctx: Context) -> None:
+    """Each replay buffer has a writer and a reader, driven by the same Concurrently/Union."""
+    from plangraph.ops.registry import all_resource_kinds
+
+    kinds = all_resource_kinds()
     for rid, res in ctx.plan.resources.items():
         kind = kinds.get(res.kind)
         if kind is None or not kind.needs_writer_and_reader:
@@ -237,7 +242,7 @@ def check_replay(ctx: Context) -> None:
             )
         if not writers or not readers:
             continue
-        if any(topo.merges_driving(w, r, is_merge) for w in writers for r in readers):
+        if _driven_together(ctx, writers, readers):
             continue
         w, r = writers[0], readers[0]
         ctx.report(
@@ -254,12 +259,6 @@ def check_replay(ctx: Context) -> None:
 
 def check_learner(ctx: Context) -> None:
     """Each learner thread is fed (Enqueue) and read (Dequeue), driven by one Concurrently."""
-    topo = ctx.topology
-
-    def is_merge(n: str) -> bool:
-        sig = ctx.sigs.get(n)
-        return sig is not None and sig.category == "merge"
-
     for rid, res in ctx.plan.resources.items():
         if res.kind != "LearnerThread":
             continue
@@ -270,8 +269,9 @@ def check_learner(ctx: Context) -> None:
         if not writers:
             ctx.report(
                 "PG154",
-                f"learner thread {rid!r} is read by {', '.join(repr(r) for r in readers)} but "
-                "nothing enqueues train batches to it, so Dequeue would wait forever",
+                f"learner thread {brief(rid)} is read by "
+                f"{', '.join(brief(r) for r in readers)} but nothing enqueues train batches "
+                "to it, so Dequeue would wait forever",
                 pointer=ptr,
                 key=True,
                 hint=f'feed it: ... -> ConcatBatches -> Enqueue(queue="@{rid}")',
@@ -279,7 +279,7 @@ def check_learner(ctx: Context) -> None:
         if not readers:
             ctx.report(
                 "PG155",
-                f"learner thread {rid!r} is fed by {', '.join(repr(w) for w in writers)} but "
+                f"learner thread {brief(rid)} is fed by {', '.join(brief(w) for w in writers)} but "
                 "nothing dequeues its results, so its out-queue fills and Enqueue blocks forever",
                 pointer=ptr,
                 key=True,
@@ -288,13 +288,14 @@ def check_learner(ctx: Context) -> None:
             )
         if not writers or not readers:
             continue
-        if any(topo.merges_driving(w, r, is_merge) for w in writers for r in readers):
+        if _driven_together(ctx, writers, readers):
             continue
         w, r = writers[0], readers[0]
         ctx.report(
             "PG156",
-            f"learner thread {rid!r} is fed by {w!r} and read by {r!r}, but no Concurrently "
-            "drives both branches, so one of them never runs and the plan deadlocks",
+            f"learner thread {brief(rid)} is fed by {brief(w)} and read by {brief(r)}, but no "
+            "Concurrently drives both branches, so one of them never runs and the plan "
+            "deadlocks",
             node=r,
             pointer=ptr,
             key=True,
