@@ -275,3 +275,21 @@ def test_fast_mlp_forward_equals_module_forward() -> None:
         net = mlp(5, (7, 3), 2, activation, out_gain=1.0)
         x = torch.randn(4, 5)
         assert torch.equal(mlp_forward(net, x), net(x))
+
+
+def test_config_capabilities_mirror_the_policy_classes() -> None:
+    """The compiler's capability data (plangraph.ops.policies) says what the torch classes do."""
+    import typing
+
+    from plangraph.ops.policies import CAPABILITIES, PolicyConfigModel
+    from plangraph.rl.policies import POLICY_CLASSES
+
+    for model in typing.get_args(PolicyConfigModel):
+        algo = model.model_fields["algo"].default
+        cls = POLICY_CLASSES[algo]
+        assert model.capabilities <= set(CAPABILITIES)
+        assert ("target_network" in model.capabilities) == hasattr(cls, "update_target"), algo
+        assert ("gradients" in model.capabilities) == (
+            callable(getattr(cls, "compute_gradients", None))
+            and callable(getattr(cls, "apply_gradients", None))
+        ), algo

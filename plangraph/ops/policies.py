@@ -11,12 +11,36 @@ Every number must be finite (``allow_inf_nan=False``): NaN or Infinity is a PG14
 from __future__ import annotations
 
 import math
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic_core import PydanticCustomError
 
-__all__ = ["A2CConfig", "DQNConfig", "PPOConfig", "PolicyConfig", "Schedule", "check_schedule"]
+__all__ = [
+    "CAPABILITIES",
+    "A2CConfig",
+    "DQNConfig",
+    "PPOConfig",
+    "PolicyConfig",
+    "Schedule",
+    "check_schedule",
+]
+
+CAPABILITIES: dict[str, str] = {
+    "gradients": "computes gradients without applying them and applies given gradients "
+    "(ComputeGradients, ApplyGradients)",
+    "target_network": "keeps a target network that UpdateTarget syncs with the online one",
+    "replay": "learns from single transitions sampled out of order from a replay buffer "
+    "(its loss needs only obs, actions, rewards, next_obs, terminateds)",
+}
+"""What a policy can do, by name: the vocabulary of each config model's ``capabilities``.
+
+Kept as data here (not read off the torch classes in ``plangraph.rl``) so the compiler
+can refuse an operator the policy cannot serve without importing torch; each entry
+mirrors the policy class: ``update_target()`` exists on DQN and APPO only, and only DQN's
+loss is correct on replayed rows (A2C/PPO need the advantages of whole fresh fragments,
+IMPALA/APPO's V-trace whole segments in order).
+"""
 
 
 def check_schedule(points: tuple[tuple[int, float], ...]) -> tuple[tuple[int, float], ...]:
@@ -81,6 +105,14 @@ class _PolicyBase(BaseModel):
         0.5, gt=0.0, description="Max global L2 norm of the gradient; None disables clipping."
     )
 
+    #: what the policy can do (keys of :data:`CAPABILITIES`); not a setting
+    capabilities: ClassVar[frozenset[str]] = frozenset({"gradients"})
+    #: the batches its loss is correct on (said when a plan feeds it others)
+    learns_from: ClassVar[str] = (
+        "whole fresh rollout fragments (advantages and value targets computed by GAE when "
+        "they were sampled, by the policy being trained)"
+    )
+
 
 class A2CConfig(_PolicyBase):
     """Advantage actor-critic (Mnih et al. 2016, synchronous): one optimizer step per batch."""
@@ -115,6 +147,8 @@ class DQNConfig(_PolicyBase):
     """DQN (Mnih et al. 2015) with double-Q targets (van Hasselt et al. 2016) and Huber loss."""
 
     algo: Literal["dqn"] = "dqn"
+    learns_from: ClassVar[str] = "single transitions (obs, actions, rewards, next_obs)"
+    capabilities: ClassVar[frozenset[str]] = frozenset({"gradients", "target_network", "replay"})
     activation: Literal["tanh", "relu"] = Field("relu", description="Hidden activation.")
     lr: float = Field(5e-4, gt=0.0, description="Adam learning rate (per optimizer step).")
     grad_clip: float | None = Field(
@@ -140,6 +174,11 @@ class DQNConfig(_PolicyBase):
 
 class _VTraceBase(_PolicyBase):
     """Shared settings of the V-trace learners (Espeholt et al. 2018, eq. 1 and sec. 4.2)."""
+
+    learns_from: ClassVar[str] = (
+        "whole trajectory segments in sampling order (V-trace runs along each segment and "
+        "bootstraps at its end)"
+    )
 
     lr: float = Field(5e-4, gt=0.0, description="Adam learning rate (per optimizer step).")
     grad_clip: float | None = Field(
@@ -194,6 +233,7 @@ class APPOConfig(_VTraceBase):
     """
 
     algo: Literal["appo"] = "appo"
+    capabilities: ClassVar[frozenset[str]] = frozenset({"gradients", "target_network"})
     clip_param: float = Field(
         0.4, gt=0.0, description="Surrogate clip range epsilon (dimensionless)."
     )
