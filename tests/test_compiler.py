@@ -83,7 +83,8 @@ def test_broken_plans_still_give_a_best_effort_graph() -> None:
     assert c.nodes["t"].signature is None and c.nodes["t"].output_type is None
     assert str(c.nodes["r"].output_type) == "SampleBatch"
     assert {d.node for d in c.diagnostics} == {"c", "t", "u"}
-    assert [d.code for d in c.diagnostics_for("u")] == ["PG111", "PG131"]
+    # and the checks after them still report what they can (ppo has no target network)
+    assert [d.code for d in c.diagnostics_for("u")] == ["PG111", "PG131", "PG170"]
     assert set(c.graph.edges) == {("r", "c"), ("c", "t"), ("t", "u"), ("u", "m")}
 
 
@@ -187,7 +188,7 @@ def test_type_mismatch_names_both_nodes_and_types() -> None:
         },
         "m",
     )
-    (d,) = analyze(doc).diagnostics
+    (d,) = [d for d in analyze(doc).diagnostics if d.code == "PG130"]
     assert d.hint == "insert a Flatten node between 'b' and 'u'"
     doc["nodes"]["a"] = n("AverageGradients", "g")
     doc["nodes"]["b"] = n("ApplyGradients", "a")
@@ -247,7 +248,8 @@ def _chain(first_input: str) -> dict[str, Any]:
     """rollouts -> concat -> train -> metrics, with train reading ``first_input``."""
     return {
         "r": n("ParallelRollouts"),
-        "c": n("ConcatBatches", "r", min_batch_size=8),
+        # one bulk-sync round of the default worker set (2 x 8 x 64): no PG174
+        "c": n("ConcatBatches", "r", min_batch_size=1024),
         "t": n("TrainOneStep", first_input),
         "m": n("StandardMetricsReporting", "t"),
     }
@@ -264,7 +266,7 @@ def test_a_misspelt_input_is_one_error_not_a_cascade() -> None:
     # the did-you-mean decides which branch was cut: another dead branch is still reported
     nodes = _chain("cc") | {
         "x": n("ParallelRollouts"),
-        "xc": n("ConcatBatches", "x", min_batch_size=8),
+        "xc": n("ConcatBatches", "x", min_batch_size=1024),
     }
     assert _unreachable(analyze(_plan(nodes, "m"))) == ["x", "xc"]
     # without a close match any unconsumed stream may be the one meant: none is reported

@@ -114,6 +114,7 @@ def test_replay_sources_come_from_read_access_not_the_op_name() -> None:
             }
         )
         doc["resources"]["replay"] = {"kind": "ReplayBuffer", "params": {}}
+        doc["resources"]["workers"]["params"]["policy"]["algo"] = "dqn"  # learns from replay
         c = plangraph.compile(doc)
         assert c.nodes["t"].replay_sources == ("replay",)
         assert c.users("p") == ("t",)
@@ -137,6 +138,10 @@ def test_checks_are_the_pipeline_modules_explicit_order() -> None:
         "learner",
         "reachability",
         "output-type",
+        "capabilities",
+        "replay-use",
+        "replay-ready",
+        "batch-sizes",
     ]
     c = plangraph.compile(ROOT / "plans" / "a2c.json")
     assert c.passes == ("load", *(chk.name for chk in CHECKS))

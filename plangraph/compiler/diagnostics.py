@@ -63,6 +63,33 @@ CODES: dict[str, tuple[str, Severity, str]] = {
     "PG160": ("unreachable-node", "error", "A node that cannot reach the output never runs."),
     "PG161": ("output-not-result", "warning", "The plan output is not a Result stream."),
     "PG162": ("unused-resource", "warning", "A declared resource no node references."),
+    # semantics
+    "PG170": (
+        "missing-capability",
+        "error",
+        "An operator calls on something the policy lacks (e.g. a target network).",
+    ),
+    "PG171": (
+        "on-policy-from-replay",
+        "error",
+        "An on-policy algorithm (a2c, ppo, impala, appo) trained on replayed batches.",
+    ),
+    "PG172": (
+        "train-without-replay",
+        "warning",
+        "A replay learner (dqn) trained on fresh rollouts.",
+    ),
+    "PG173": ("replay-never-ready", "error", "learning_starts exceeds the replay capacity."),
+    "PG174": (
+        "uneven-train-batch",
+        "warning",
+        "min_batch_size is not a whole number of rollout rounds: every batch overshoots.",
+    ),
+    "PG175": (
+        "minibatch-too-large",
+        "warning",
+        "sgd_minibatch_size is larger than the train batch it splits.",
+    ),
     # the compiler itself
     "PG199": ("internal-check-error", "error", "A check crashed (a bug in the check)."),
 }

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from plangraph.compiler import graph_checks, resolve
+from plangraph.compiler import graph_checks, resolve, semantic_checks
 from plangraph.compiler.compiled import PassRecord
 from plangraph.compiler.context import Context
 
@@ -55,6 +55,11 @@ BUILTIN_CHECKS: tuple[Check, ...] = (
     Check.of("learner", graph_checks.check_learner),
     Check.of("reachability", graph_checks.check_reachability),
     Check.of("output-type", graph_checks.check_output_type),
+    # what the plan means for the algorithm (values known at compile time only)
+    Check.of("capabilities", semantic_checks.check_capabilities),
+    Check.of("replay-use", semantic_checks.check_replay_use),
+    Check.of("replay-ready", semantic_checks.check_replay_ready),
+    Check.of("batch-sizes", semantic_checks.check_batch_sizes),
 )
 
 _pipeline: tuple[Check, ...] = BUILTIN_CHECKS
