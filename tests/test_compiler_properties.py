@@ -13,6 +13,8 @@ import plangraph
 from plangraph.ir import Plan
 
 ID_PREFIXES = st.sampled_from(["n", "node_", "Train-", "x.", "_s"])
+#: the codes of the checks on what a plan means for the algorithm (semantic_checks.py)
+SEMANTIC_CODES = frozenset({"PG170", "PG171", "PG172", "PG173", "PG174", "PG175"})
 CONFIG_KEYS = st.sampled_from(["train_batch_size", "n", "freq", "k_2", "sgd_iters"])
 
 
@@ -157,8 +159,11 @@ def test_random_valid_plans(plan: Plan) -> None:
     assert list(again.nodes) == list(plan.nodes)
 
     compiled = plangraph.analyze(plan)
-    assert compiled.diagnostics == (), [d.format() for d in compiled.diagnostics]
-    assert compiled.ok and str(compiled.output_type) == "Result"
+    # The builder draws type-correct graphs without regard to what they mean for the
+    # algorithm (UpdateTarget on ppo, odd batch sizes): only semantic checks may object.
+    others = [d.format() for d in compiled.diagnostics if d.code not in SEMANTIC_CODES]
+    assert others == []
+    assert str(compiled.output_type) == "Result"
     position = {nid: i for i, nid in enumerate(compiled.nodes)}
     assert set(position) == set(plan.nodes)
     for u, v in compiled.graph.edges:
