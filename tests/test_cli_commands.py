@@ -52,6 +52,18 @@ def test_ops_describes_one_operator(capsys: pytest.CaptureFixture[str]) -> None:
     assert {p["name"]: p["default"] for p in data["params"]}["unit"] == "sampled"
 
 
+def test_ops_describes_a_resource_kind(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, _ = _run(capsys, "ops", "LearnerThread")
+    assert rc == 0
+    assert out.startswith('LearnerThread  [resource, declared once and referenced as "@id"]\n')
+    assert "    inqueue_size: int (default 16, >= 1)\n" in out
+    assert "        Train batches waiting for the learner, at most (back-pressure).\n" in out
+    rc, out, _ = _run(capsys, "ops", "ReplayBuffer", "--format", "json")
+    data = json.loads(out)
+    assert data["kind"] == "resource"
+    assert {p["name"]: p["default"] for p in data["params"]}["learning_starts"] == 1000
+
+
 def test_ops_unknown_name_is_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     rc, _, err = _run(capsys, "ops", "ConcatBatch")
     assert rc == 2

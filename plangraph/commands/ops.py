@@ -13,16 +13,25 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "ops",
         help="list operators, or show one with its params",
         description="List the operator catalog, or describe one operator: its port "
-        "types, how it applies to a stream, and its params with defaults, ranges, units.",
+        "types, how it applies to a stream, and its params with defaults, ranges, units. "
+        "NAME may also be a resource kind (WorkerSet, ReplayBuffer, LearnerThread).",
     )
-    p.add_argument("name", nargs="?", metavar="NAME", help="operator to describe")
+    p.add_argument(
+        "name", nargs="?", metavar="NAME", help="operator (or resource kind) to describe"
+    )
     p.add_argument("--format", choices=("text", "json"), default="text")
     return p
 
 
 def run(args: argparse.Namespace) -> int:
-    from plangraph.ops import all_ops, get_op
-    from plangraph.ops.describe import catalog_text, describe_op, op_text
+    from plangraph.ops import all_ops, all_resource_kinds, get_op
+    from plangraph.ops.describe import (
+        catalog_text,
+        describe_op,
+        describe_resource_kind,
+        op_text,
+        resource_kind_text,
+    )
 
     if args.name is None:
         sigs = all_ops()
@@ -30,6 +39,14 @@ def run(args: argparse.Namespace) -> int:
             print(json.dumps([describe_op(s) for s in sigs.values()], indent=2))
         else:
             sys.stdout.write(catalog_text(sigs))
+        return 0
+    kinds = all_resource_kinds()
+    if args.name in kinds:
+        kind = kinds[args.name]
+        if args.format == "json":
+            print(json.dumps(describe_resource_kind(kind), indent=2))
+        else:
+            sys.stdout.write(resource_kind_text(kind))
         return 0
     try:
         sig = get_op(args.name)

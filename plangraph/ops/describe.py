@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import re
 import types
 import typing
@@ -11,7 +12,7 @@ import annotated_types as at
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
-from plangraph.ops.registry import OpSignature
+from plangraph.ops.registry import OpSignature, ResourceKind
 
 __all__ = [
     "catalog_text",
@@ -150,19 +151,45 @@ def op_text(sig: OpSignature) -> str:
     ]
     lines += ["  " + x if x else "" for x in plain_text(sig.doc).splitlines()]
     lines.append("")
-    if not d["params"]:
-        lines.append("  params: none")
-    else:
-        lines.append("  params:")
-        for p in d["params"]:
-            default = "required" if p["required"] else f"default {_json(p['default'])}"
-            cons = f", {', '.join(p['constraints'])}" if p["constraints"] else ""
-            lines.append(f"    {p['name']}: {p['type']} ({default}{cons})")
-            if p["description"]:
-                lines.append(f"        {plain_text(p['description'])}")
+    lines += _param_lines(d["params"])
     for r in d["resources"]:
         lines.append(f"  resource: {r['param']} -> {r['kind']} ({r['access']})")
     return "\n".join(lines) + "\n"
+
+
+def describe_resource_kind(kind: ResourceKind) -> dict[str, Any]:
+    """A resource kind (``WorkerSet``, ``ReplayBuffer``, ``LearnerThread``) as JSON data."""
+    return {
+        "name": kind.name,
+        "kind": "resource",
+        "summary": summary(inspect.cleandoc(kind.doc)),
+        "doc": inspect.cleandoc(kind.doc),
+        "params": describe_params(kind.params_model),
+    }
+
+
+def resource_kind_text(kind: ResourceKind) -> str:
+    """A page of text about one resource kind: doc and params table."""
+    d = describe_resource_kind(kind)
+    lines = [f'{kind.name}  [resource, declared once and referenced as "@id"]', ""]
+    lines += ["  " + x if x else "" for x in plain_text(d["doc"]).splitlines()]
+    lines += ["", *_param_lines(d["params"])]
+    return "\n".join(lines) + "\n"
+
+
+def _param_lines(params: list[dict[str, Any]]) -> list[str]:
+    """The params table of ``op_text``/``resource_kind_text``: type, default, constraints,
+    then the description (units) on the next line."""
+    if not params:
+        return ["  params: none"]
+    lines = ["  params:"]
+    for p in params:
+        default = "required" if p["required"] else f"default {_json(p['default'])}"
+        cons = f", {', '.join(p['constraints'])}" if p["constraints"] else ""
+        lines.append(f"    {p['name']}: {p['type']} ({default}{cons})")
+        if p["description"]:
+            lines.append(f"        {plain_text(p['description'])}")
+    return lines
 
 
 def _json(v: Any) -> str:
