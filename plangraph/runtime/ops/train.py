@@ -11,8 +11,15 @@ from plangraph.flow.local import LocalIterator
 from plangraph.flow.metrics import get_metrics
 from plangraph.flow.sentinel import NOT_READY, note_local_wait
 from plangraph.rl.advantage_norm import pool_terms
-from plangraph.runtime.build_context import BuildContext
-from plangraph.runtime.counters import SAMPLED, TARGET_UPDATES, TRAINED
+from plangraph.runtime.build_context import BuildContext, resource_id
+from plangraph.runtime.counters import (
+    ENQUEUE_RETRIES,
+    ENQUEUED,
+    SAMPLED,
+    TARGET_UPDATES,
+    TRAINED,
+    WEIGHT_SYNCS,
+)
 from plangraph.runtime.implementations import register_lowering, timed
 from plangraph.runtime.items import GradInfo, TrainInfo, scalar_stats
 
@@ -185,10 +192,7 @@ def _update_target(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIter
 
 # -- asynchronous learning (IMPALA/APPO) ----------------------------------------------------
 
-ENQUEUED = "num_env_steps_enqueued"
-ENQUEUE_RETRIES = "num_enqueue_retries"
 _DEQUEUE_WAIT_S = 0.05
-WEIGHT_SYNCS = "num_weight_syncs"
 
 
 @register_lowering("Enqueue")
@@ -246,7 +250,7 @@ def _dequeue(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIterator[A
 def _update_worker_weights(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIterator[Any]:
     p = node.params
     ws = ctx.worker_set(p.workers)
-    ws_id = p.workers.removeprefix("@")
+    ws_id = resource_id(p.workers)
     lock = ctx.policy_lock(p.workers)
     learners = [t for t in ctx.learners.values() if t.workers == ws_id]
     batches_since_sync: dict[int, int] = {}
