@@ -43,9 +43,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         metavar="OUT",
         help="also draw the diff: OUT.svg, OUT.png (Graphviz dot), OUT.dot or OUT.gv",
     )
-    p.add_argument(
-        "--rankdir", choices=("TB", "LR"), default="TB", help="diagram direction (TB)"
-    )
+    p.add_argument("--rankdir", choices=("TB", "LR"), default="TB", help="diagram direction (TB)")
     for side in ("a", "b"):
         p.add_argument(
             f"--set-{side}",

@@ -180,7 +180,8 @@ def _prepare(args: argparse.Namespace) -> _Launch | int:
             return 0
         ckpt = latest_checkpoint(resume_dir)
         if ckpt is not None:
-            checkpoint = Checkpoint.load(ckpt, plan=compiled.plan.name)
+            # The plan name is checked with every other change below (check_resumed_plan).
+            checkpoint = Checkpoint.load(ckpt)
             done_iters = checkpoint.meta.iteration
             if args.max_iterations is not None and done_iters >= args.max_iterations:
                 # --max-iterations counts all iterations of the run, restored ones included.
@@ -195,6 +196,21 @@ def _prepare(args: argparse.Namespace) -> _Launch | int:
     num_workers = args.num_workers
     if num_workers is None and saved is not None:
         num_workers = saved.num_workers
+    if checkpoint is not None:
+        from plangraph.commands.run_resume import check_resumed_plan
+
+        assert resume_dir is not None and saved is not None
+        check_resumed_plan(
+            compiled,
+            plan_path,
+            checkpoint,
+            resume_dir,
+            saved,
+            env=env,
+            num_workers=num_workers,
+            cli_env=args.env,
+            cli_num_workers=args.num_workers,
+        )
     run_dir = resume_dir or args.out
     if run_dir is None:
         stamp = time.strftime("%Y%m%d-%H%M%S")

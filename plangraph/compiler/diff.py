@@ -421,9 +421,7 @@ def diff_plans(
         if change != NodeChange(id=nid):
             node_changes[nid] = change
     retyped = sorted(
-        e
-        for e in ea & eb
-        if a.nodes[e.dst].input_type(e.port) != b.nodes[e.dst].input_type(e.port)
+        e for e in ea & eb if a.nodes[e.dst].input_type(e.port) != b.nodes[e.dst].input_type(e.port)
     )
     resource_changes: dict[str, ResourceChange] = {}
     for rid in (*b.resources, *(r for r in a.resources if r not in b.resources)):

@@ -173,7 +173,9 @@ def summary_line(diff: PlanDiff) -> str:
     shown = [(n, k) for n, k in counts if n]
     if shown:
         first, *rest = shown
-        res = ", ".join([f"{_count(first[0], 'resource')} {first[1]}"] + [f"{n} {k}" for n, k in rest])
+        res = ", ".join(
+            [f"{_count(first[0], 'resource')} {first[1]}"] + [f"{n} {k}" for n, k in rest]
+        )
     else:
         res = "resources unchanged"
     return f"summary: {nodes}; {_count(s['config_changed'], 'config key')} changed; {res}"

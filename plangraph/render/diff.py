@@ -180,9 +180,7 @@ def _title(diff: PlanDiff) -> Html:
     if len(config) > MAX_TITLE_LINES:
         plan_changes.append(escape_html(f"\u2026 {len(config) - MAX_TITLE_LINES} more config"))
     if plan_changes:
-        rows.append(
-            '<FONT POINT-SIZE="11">' + "<BR/>".join(plan_changes) + "</FONT>"
-        )
+        rows.append('<FONT POINT-SIZE="11">' + "<BR/>".join(plan_changes) + "</FONT>")
     return Html("<BR/>".join(rows))
 
 
@@ -298,7 +296,9 @@ def _use_edges(w: DotWriter, diff: PlanDiff, drawn: set[str], adj: dict[str, set
         attrs: dict[str, Any] = dict(RESOURCE_EDGE)
         if status != UNCHANGED:
             # The status colour, at a resource edge's weight: the dataflow stays the spine.
-            attrs.update({k: v for k, v in DIFF_EDGES[status].items() if k in ("color", "fontcolor")})
+            attrs.update(
+                {k: v for k, v in DIFF_EDGES[status].items() if k in ("color", "fontcolor")}
+            )
             attrs["penwidth"] = 1.4
         both = {"read", "write"} <= access
         verb = "reads+writes" if both else ("reads" if "read" in access else "writes")
