@@ -19,7 +19,7 @@ What ``Algorithm.restore`` needs, and so what blocks (everything else is harmles
   priorities);
 * every node the checkpoint holds operator state for (``ConcatBatches``' pending batches,
   ``Concurrently``'s and ``Union``'s place in the rotation over their inputs) still there,
-  with the same op and the same inputs.
+  with the same op and as many inputs (a rotation's state is over input positions).
 
 Harmless, for example: learning rates, loss coefficients, batch sizes, rollout fragment
 length, stop criteria (not part of the plan), reporting params, nodes and resources added
@@ -212,13 +212,16 @@ def check_resume(
             )
             add(f"{base}/op", f"{nc.op[0]} -> {nc.op[1]}", why)
         if nc.inputs is not None:
+            old, new = nc.inputs
+            # A rotation's state is over input positions; other ids at as many positions
+            # (an upstream node renamed, a branch replaced) leave it usable.
             why = (
-                "its saved state (pending items, its place in a rotation over its inputs) "
-                "belongs to its old inputs"
-                if held
+                f"its saved state is a place in a rotation over its {len(old)} inputs; it "
+                f"now has {len(new)}"
+                if held and len(old) != len(new)
                 else None
             )
-            add(f"{base}/inputs", f"{_ids(nc.inputs[0])} -> {_ids(nc.inputs[1])}", why)
+            add(f"{base}/inputs", f"{_ids(old)} -> {_ids(new)}", why)
         for c in nc.params:
             add(c.pointer(f"{base}/params"), _value(c), None)
     return ResumeCheck(diff, tuple(blocking), tuple(harmless))
