@@ -3,9 +3,10 @@
 
 For every ``plans/*.json``: ``docs/diagrams/<name>.dot`` (what was drawn) and
 ``docs/diagrams/<name>.png`` (drawn by Graphviz ``dot``); and the README's example of
-``plangraph diff`` (``docs/diagrams/diff_a2c__a2c_microbatch.dot`` and ``.png``). The README block between
-``<!-- diagrams:begin -->`` and ``<!-- diagrams:end -->`` is rewritten to show the seed
-plans' JSON next to their PNG, and the style table (from ``plangraph.render.style``).
+``plangraph diff`` (``docs/diagrams/diff_a2c__a2c_microbatch.dot`` and ``.png``). The
+README block between ``<!-- diagrams:begin -->`` and ``<!-- diagrams:end -->`` is
+rewritten to show the seed plans' JSON next to their PNG, and the style table (from
+``plangraph.render.style``).
 
 Usage: ``.venv/bin/python tools/render_diagrams.py [--check]``. With ``--check`` nothing
 is written; the exit status is 1 if a .dot, a .png or the README block is out of date
