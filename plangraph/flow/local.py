@@ -290,7 +290,7 @@ class LocalIterator(Generic[T]):
 
         def apply_profile(it: Iterator[Any]) -> Iterator[Any]:
             ctx = get_metrics()  # built inside a pull: the flow's context is current
-            return ctx.profile.wrap(node_id, it, ctx.timers)
+            return ctx.profile.wrap(node_id, it, ctx.timers, NOT_READY)
 
         return self._then(apply_profile, self.name)
 

@@ -21,15 +21,17 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from plangraph.flow.profile import FlowProfile
+from plangraph.flow.profile import PHASES, FlowProfile
 
 __all__ = [
     "TIMER_WINDOW",
     "MetricsContext",
     "SharedMetrics",
     "Timer",
+    "current_profile",
     "get_metrics",
     "metrics_context",
+    "phase",
 ]
 
 TIMER_WINDOW = 10
@@ -144,7 +146,8 @@ class MetricsContext:
     def merged(cls, contexts: Iterable[MetricsContext]) -> MetricsContext:
         """A fresh context holding the sum of the counters and the union of the info of the
         distinct ``contexts``; timers, the profile and current actor carry over from the
-        first that has them. Plans are lazy, so these are normally still empty when a union is built."""
+        first that has them. Plans are lazy, so these are normally still empty when a
+        union is built."""
         out = cls()
         seen: set[int] = set()
         for ctx in contexts:
@@ -227,3 +230,26 @@ def _swap(ctx: MetricsContext | None) -> MetricsContext | None:
     prev = getattr(_current, "ctx", None)
     _current.ctx = ctx
     return prev
+
+
+def current_profile() -> FlowProfile | None:
+    """The profile of the flow whose operator is running now; ``None`` outside a pull."""
+    ctx = getattr(_current, "ctx", None)
+    return None if ctx is None else ctx.profile
+
+
+@contextmanager
+def phase(name: str) -> Iterator[None]:
+    """Time the block as phase ``name`` of the current flow's profile (a no-op outside a
+    pull; see ``plangraph.flow.profile``).
+
+    Raises ``ValueError`` for a name not in ``plangraph.flow.profile.PHASES``.
+    """
+    if name not in PHASES:
+        raise ValueError(f"unknown phase {name!r}; expected one of {PHASES}")
+    profile = current_profile()
+    if profile is None:
+        yield
+        return
+    with profile.phase(name):
+        yield

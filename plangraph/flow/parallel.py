@@ -40,8 +40,7 @@ from plangraph.flow._shard import (
 )
 from plangraph.flow.errors import OperatorError, _one_line
 from plangraph.flow.local import LocalIterator, node_name
-from plangraph.flow.metrics import get_metrics
-from plangraph.flow.profile import phase
+from plangraph.flow.metrics import get_metrics, phase
 from plangraph.flow.sentinel import NOT_READY, note_pending
 
 __all__ = ["ActorFailureHook", "ParallelIterator"]

@@ -10,29 +10,27 @@ attributed to one node and none twice.
 A *phase* says what the running stream is doing: waiting on rollout workers
 (``sampling``), fetching their results (``object_store``), updating the policy
 (``learning``), sending weights (``broadcast``), or waiting on something local such as a
-learner thread's queue (``idle``). :func:`phase` times a block under a phase name, counted
+learner thread's queue (``idle``). ``plangraph.flow.metrics.phase`` times a block under a
+phase name (through the current flow's profile, :meth:`FlowProfile.phase`), counted
 for the phase and for the stream that runs it; time in nested marked streams is theirs,
 not the phase's. Whatever a stream does outside a phase is "other" work.
 
 The profile lives in the flow's :class:`~plangraph.flow.metrics.MetricsContext`
-(``ctx.profile``); :func:`phase` finds it through the current context and does nothing
-outside an operator call. Not thread-safe: only the thread that pulls the flow records.
+(``ctx.profile``). Not thread-safe: only the thread that pulls the flow records.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from plangraph.flow.sentinel import NOT_READY
-
 if TYPE_CHECKING:
     from plangraph.flow.metrics import Timer
 
-__all__ = ["PHASES", "FlowProfile", "NodeTotals", "current_profile", "phase"]
+__all__ = ["PHASES", "FlowProfile", "NodeTotals"]
 
 PHASES: tuple[str, ...] = ("sampling", "object_store", "learning", "broadcast", "idle")
 """Phase names, in the order reports list them (time in no phase is "other")."""
@@ -91,11 +89,14 @@ class FlowProfile:
         self.wall_s = 0.0
         self._since_item.clear()
 
-    def wrap(self, node_id: str, it: Iterator[Any], timers: dict[str, Timer]) -> Iterator[Any]:
+    def wrap(
+        self, node_id: str, it: Iterator[Any], timers: Mapping[str, Timer], not_ready: object
+    ) -> Iterator[Any]:
         """``it`` with each pull timed as stream ``node_id``.
 
-        Each real item also pushes the stream's exclusive seconds since its previous item
-        to ``timers[node_id]`` (so a timer's mean is seconds per item emitted).
+        Each real item (anything but the ``not_ready`` marker) also pushes the stream's
+        exclusive seconds since its previous item to ``timers[node_id]`` (so a timer's
+        mean is seconds per item emitted).
         """
         totals = self.nodes.get(node_id)
         if totals is None:
@@ -115,7 +116,7 @@ class FlowProfile:
             exclusive = self._close(stack.pop(), totals)
             totals.pulls += 1
             pending = self._since_item.get(node_id, 0.0) + exclusive
-            if item is NOT_READY:
+            if item is not_ready:
                 self._since_item[node_id] = pending
             else:
                 totals.items += 1
@@ -170,27 +171,3 @@ class FlowProfile:
                 for nid, t in sorted(self.nodes.items())
             },
         }
-
-
-def current_profile() -> FlowProfile | None:
-    """The profile of the flow whose operator is running now; ``None`` outside a pull."""
-    from plangraph.flow.metrics import _current
-
-    ctx = getattr(_current, "ctx", None)
-    return None if ctx is None else ctx.profile
-
-
-@contextmanager
-def phase(name: str) -> Iterator[None]:
-    """Time the block as phase ``name`` of the current flow (a no-op outside a pull).
-
-    ``name`` is one of :data:`PHASES`; raises ``ValueError`` for another.
-    """
-    if name not in PHASES:
-        raise ValueError(f"unknown phase {name!r}; expected one of {PHASES}")
-    profile = current_profile()
-    if profile is None:
-        yield
-        return
-    with profile.phase(name):
-        yield

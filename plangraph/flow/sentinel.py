@@ -162,7 +162,7 @@ class IdleWaiter:
         self._delay = self.MIN_DELAY_S
 
     def wait(self, note: PendingNote) -> None:
-        from plangraph.flow.profile import phase
+        from plangraph.flow.metrics import phase
 
         refs = list(dict.fromkeys(note.refs))  # ray.wait rejects duplicates
         if refs and not note.local:

@@ -101,6 +101,38 @@ class RunProfile(BaseModel):
             return 0.0
         return node.seconds / self.wall_s
 
+    def span(self) -> str:
+        """``"iterations 1-6"``, ``"iteration 4"`` or ``"no iteration finished"``."""
+        if self.iterations == 0:
+            return "no iteration finished"
+        first, last = self.first_iteration, self.first_iteration + self.iterations - 1
+        return f"iterations {first}-{last}" if last > first else f"iteration {first}"
+
+    def table(self) -> str:
+        """Where the time went, as one plain-text table: seconds and % of ``wall_s`` per
+        phase (:data:`PHASE_LABELS`, then other driver work and the total), and each
+        learner thread's busy time beside it."""
+        rows = [
+            (PHASE_LABELS.get(k, "other driver work"), s) for k, s in self.phase_seconds().items()
+        ]
+        rows.append(("total", self.wall_s))
+        width = max(len(label) for label, _ in rows)
+        lines = [
+            f"where the time goes: plan {self.plan}, {self.span()}, "
+            f"{self.wall_s:,.3f} s in the dataflow",
+            f"  {'phase':<{width}}  {'seconds':>10}  {'%':>6}",
+        ]
+        for label, seconds in rows:
+            pct = 100 * seconds / self.wall_s if self.wall_s > 0 else 0.0
+            lines.append(f"  {label:<{width}}  {seconds:>10,.3f}  {pct:>6.1f}")
+        for rid, t in sorted(self.learner_threads.items()):
+            pct = 100 * t.busy_s / self.wall_s if self.wall_s > 0 else 0.0
+            lines.append(
+                f"  learner thread @{rid} trains beside the driver: busy {t.busy_s:,.3f} s "
+                f"({pct:.1f}% of the driver's time)"
+            )
+        return "\n".join(lines) + "\n"
+
     def to_json(self) -> str:
         """Deterministic JSON (sorted keys, two-space indent, trailing newline)."""
         return json.dumps(self.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"

@@ -8,8 +8,7 @@ from typing import Any
 import numpy as np
 
 from plangraph.flow.local import LocalIterator
-from plangraph.flow.metrics import get_metrics
-from plangraph.flow.profile import phase
+from plangraph.flow.metrics import get_metrics, phase
 from plangraph.flow.sentinel import NOT_READY, note_local_wait
 from plangraph.rl.advantage_norm import pool_terms
 from plangraph.runtime.build_context import BuildContext, resource_id
