@@ -174,12 +174,14 @@ class IdleWaiter:
             return
         delay = self._delay
         self._delay = min(2 * delay, self.MAX_DELAY_S)
-        with phase("idle"):
-            if refs:
-                import ray
+        if refs:
+            import ray
 
+            # Rollouts are pending: waiting on them, re-checking the local waits now and then.
+            with phase("sampling"):
                 ray.wait(refs, num_returns=1, timeout=delay)
-            else:
+        else:
+            with phase("idle"):  # a learner thread's queue, a replay buffer, a sibling
                 time.sleep(delay)
 
 

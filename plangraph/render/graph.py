@@ -523,6 +523,8 @@ def _legend(
     entries: list[tuple[str, dict[str, Any]]] = [
         (cat, style.attrs()) for cat, style in CATEGORY_STYLES.items() if cat in cats
     ]
+    if profile is not None:  # the fill is the heat: shape and border tell the category
+        entries = [(cat, {**attrs, "fillcolor": "#ffffff"}) for cat, attrs in entries]
     if resources:
         entries.append(("resource", RESOURCE_STYLE.attrs()))
     if compiled.diagnostics:
@@ -547,7 +549,10 @@ def _legend(
             f'<FONT COLOR="{RESOURCE_EDGE["color"]}">dashed: an op reads / writes a resource</FONT>'
         )
     if profile is not None:
-        edge_rows.append("fill: the node's share of wall time; call: one item it emitted")
+        edge_rows.append(
+            "fill: the node's share of wall time (shape and border: its category); "
+            "call: one item it emitted"
+        )
     w.blank()
     w.comment("legend (same style table as the nodes), below the plan output")
     w.begin_subgraph("cluster_legend")
