@@ -48,8 +48,17 @@ def test_counters_count_env_steps_once(a2c_small: Algorithm) -> None:
 
     # --stop checks keys against RESULT_KEYS: it must name exactly what a result holds.
     assert set(r) == RESULT_KEYS
-    assert set(r["timers"]) >= {"concat", "train"}
+    # Every node has a timer, the rollout source and the sink included.
+    assert set(r["timers"]) == {"rollouts", "concat", "train", "metrics"}
     assert "policy_loss" in r["learner"] or r["learner"]
+    profile = a2c_small.profile()
+    assert profile.iterations == 3 and profile.first_iteration == 1
+    assert {n: (p.items, p.pulls) for n, p in profile.nodes.items()} == {
+        n: (3, 3) for n in ("rollouts", "concat", "train", "metrics")
+    }
+    assert sum(p.seconds for p in profile.nodes.values()) == pytest.approx(profile.wall_s)
+    assert set(profile.nodes["rollouts"].phases) == {"sampling", "object_store"}
+    assert set(profile.nodes["train"].phases) == {"learning", "broadcast"}
 
 
 def test_sink_results_have_exactly_the_declared_keys_and_types(a2c_small: Algorithm) -> None:

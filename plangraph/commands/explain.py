@@ -1,5 +1,6 @@
-"""``plangraph explain PLAN``: the checks run, typed nodes in order, resources with their
-resolved params (defaults included), diagnostics.
+"""``plangraph explain PLAN``: the checks run, typed nodes in order with where each runs
+(rollout workers, driver, a learner thread), resources with their resolved params
+(defaults included), diagnostics.
 
 Exit status: 0 for a plan without errors, 1 with errors, 2 on usage errors.
 """
@@ -54,6 +55,7 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "json":
         data = compiled.to_dict()
         data["passes"] = list(compiled.passes)
+        data["placement"] = {nid: compiled.placement(nid) for nid in compiled.nodes}
         data["diagnostics"] = [d.to_dict() for d in compiled.diagnostics]
         print(json.dumps(data, indent=2))
     else:

@@ -152,7 +152,12 @@ def _prepare(args: argparse.Namespace) -> _Launch | int:
     problem = check_paths([plan_path])
     if problem:
         return _error(problem)
-    compiled = analyze_safely(plan_path, overrides)
+    # Rollout workers are checked against this machine; a cluster's CPUs are only known
+    # once joined, where the build checks them (BuildContext.create).
+    from plangraph.compiler import Capacity
+
+    capacity = Capacity.unknown() if args.address else None
+    compiled = analyze_safely(plan_path, overrides, capacity)
     if compiled is None:
         return 1
     for d in compiled.diagnostics:

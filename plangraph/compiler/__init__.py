@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from plangraph.compiler import pipeline as _pipeline
+from plangraph.compiler.capacity import Capacity
 from plangraph.compiler.compiled import CompiledNode, CompiledPlan, CompiledResource, PassRecord
 from plangraph.compiler.context import Context
 from plangraph.compiler.diagnostics import CODES, Diagnostic, PlanValidationError
@@ -25,6 +26,7 @@ from plangraph.ir.source import Location
 __all__ = [
     "CHECKS",
     "CODES",
+    "Capacity",
     "Check",
     "CompiledNode",
     "CompiledPlan",
@@ -60,13 +62,16 @@ def analyze(
     config: Mapping[str, Any] | None = None,
     *,
     checks: Sequence[Check] | None = None,
+    capacity: Capacity | None = None,
 ) -> CompiledPlan:
     """Check a plan and infer its types; never raises on a bad plan.
 
     ``source``: a :class:`Plan`, a path to a ``.json`` or ``.py`` plan, JSON text, or the
     JSON form as a dict. ``config``: overrides for the plan's config defaults.
     ``checks``: the pipeline to run after loading (default: ``CHECKS``, the built-in
-    checks plus registered ones); a check that crashes is reported as PG199. Returns a
+    checks plus registered ones); a check that crashes is reported as PG199.
+    ``capacity``: the machine or cluster the plan will run on, for the rollout-worker
+    checks (default: this machine, ``Capacity.local()``). Returns a
     :class:`CompiledPlan` whose ``diagnostics`` hold every problem found (``ok`` is False
     if any is an error). Raises ``TypeError`` only for a ``source`` of the wrong type.
     """
@@ -78,7 +83,12 @@ def analyze(
             overrides[k] = canonical_json_value(v, f"config override {k!r}")
         except ValueError as exc:
             extra.append(Diagnostic("PG102", str(exc), pointer=f"/config/{k}"))
-    ctx = Context(plan=loaded.plan, source=loaded.source, overrides=overrides)
+    ctx = Context(
+        plan=loaded.plan,
+        source=loaded.source,
+        overrides=overrides,
+        capacity=capacity if capacity is not None else Capacity.local(),
+    )
     ctx.diagnostics.extend(loaded.diagnostics)
     ctx.diagnostics.extend(extra)
     records = [PassRecord("load", "Parse the plan and check its shape", len(ctx.diagnostics))]
@@ -86,10 +96,12 @@ def analyze(
     return _assemble(ctx, tuple(records))
 
 
-def compile(source: Any, config: Mapping[str, Any] | None = None) -> CompiledPlan:
+def compile(
+    source: Any, config: Mapping[str, Any] | None = None, *, capacity: Capacity | None = None
+) -> CompiledPlan:
     """Like :func:`analyze`, but raises :class:`PlanValidationError` (carrying all
     diagnostics and the best-effort result) unless the plan is free of errors."""
-    compiled = analyze(source, config=config)
+    compiled = analyze(source, config=config, capacity=capacity)
     if not compiled.ok:
         raise PlanValidationError(compiled.diagnostics, compiled)
     return compiled

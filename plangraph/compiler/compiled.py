@@ -193,6 +193,27 @@ class CompiledPlan:
         n = self.nodes.get(self.output)
         return n.output_type if n else None
 
+    def placement(self, node_id: str) -> str:
+        """Where ``node_id``'s work runs, in words: ``"rollout workers (actors)"`` (its op's
+        ``placement`` is ``"actors"``, e.g. ``ParallelRollouts``: the sampling runs in the
+        worker actors, the driver gathers), ``"driver, feeds learner thread @learner"`` /
+        ``"driver, reads learner thread @learner"`` (an op that writes / reads a learner
+        thread resource: the training itself runs in that thread of the driver), or
+        ``"driver"``."""
+        node = self.nodes[self._known(node_id)]
+        sig = node.signature
+        if sig is not None and sig.placement == "actors":
+            return "rollout workers (actors)"
+        notes = []
+        for rp in sig.resources if sig is not None else ():
+            value = getattr(node.params, rp.param, None) if node.params is not None else None
+            rid = value[1:] if isinstance(value, str) and value.startswith("@") else None
+            res = self.resources.get(rid) if rid is not None else None
+            if res is not None and res.kind == "LearnerThread":
+                verb = "feeds" if rp.access == "write" else "reads"
+                notes.append(f"{verb} learner thread @{rid}")
+        return ", ".join(["driver", *notes])
+
     def diagnostics_for(self, node_id: str) -> tuple[Diagnostic, ...]:
         return tuple(d for d in self.diagnostics if d.node == node_id)
 
@@ -248,18 +269,21 @@ class CompiledPlan:
         for i, p in enumerate(self.pass_records, 1):
             found = f"  [{p.diagnostics} found]" if p.diagnostics else ""
             lines.append(f"  {i:2d}. {p.name:<{w}}  {p.doc}{found}")
-        lines += ["", "nodes (topological order; they run in the driver unless marked):"]
+        lines += ["", "nodes (topological order), each with where it runs:"]
         wid = max((len(n) for n in self.nodes), default=0)
         wop = max((len(n.op) for n in self.nodes.values()), default=0)
-        for n in self.nodes.values():
-            ins = ", ".join(str(x) if x is not None else "?" for x in n.input_types)
-            sig = f"({ins}) -> {n.output_type or '?'}"
-            where = (
-                "  [on rollout workers]"
-                if n.signature and n.signature.placement == "actors"
-                else ""
+        sigs = {
+            n.id: "({}) -> {}".format(
+                ", ".join(str(x) if x is not None else "?" for x in n.input_types),
+                n.output_type or "?",
             )
-            lines.append(f"  {n.id:<{wid}}  {n.op:<{wop}}  {sig}{where}")
+            for n in self.nodes.values()
+        }
+        wsig = max((len(x) for x in sigs.values()), default=0)
+        for n in self.nodes.values():
+            lines.append(
+                f"  {n.id:<{wid}}  {n.op:<{wop}}  {sigs[n.id]:<{wsig}}  [{self.placement(n.id)}]"
+            )
             if n.inputs:
                 lines.append(f"  {'':<{wid}}    inputs: {', '.join(n.inputs)}")
             if n.replay_sources:

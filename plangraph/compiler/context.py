@@ -18,6 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from plangraph.compiler.capacity import Capacity
 from plangraph.compiler.diagnostics import Diagnostic
 from plangraph.compiler.topology import Topology
 from plangraph.ir.plan import Plan
@@ -54,6 +55,8 @@ class Context:
     writers: dict[str, list[str]] = field(default_factory=dict)
     # the one dataflow topology (built by check "graph", ordered by check "cycles")
     topology: Topology = field(default_factory=Topology)
+    # what the machine (or cluster) the plan will run on has (check "capacity")
+    capacity: Capacity = field(default_factory=Capacity.local)
 
     def report(
         self,

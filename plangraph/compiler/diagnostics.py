@@ -90,6 +90,37 @@ CODES: dict[str, tuple[str, Severity, str]] = {
         "warning",
         "sgd_minibatch_size is larger than the train batch it splits.",
     ),
+    "PG176": (
+        "branch-never-produces",
+        "error",
+        "A Concurrently input that can never produce an item (fed only by its own output).",
+    ),
+    "PG177": (
+        "branch-keeps-turn",
+        "error",
+        "A Concurrently branch that never hands the turn back (waits on what only others do).",
+    ),
+    "PG178": (
+        "round-robin-throttle",
+        "warning",
+        "A round_robin branch that blocks for many rollout rounds per item, stalling the others.",
+    ),
+    # resources
+    "PG179": (
+        "too-many-workers",
+        "error",
+        "More rollout workers than the machine or cluster can run (4 per CPU).",
+    ),
+    "PG180": (
+        "cpu-oversubscribed",
+        "warning",
+        "More rollout workers than CPUs: they share cores, sampling stops scaling.",
+    ),
+    "PG181": (
+        "memory-oversubscribed",
+        "warning",
+        "The rollout worker processes need more memory than the machine or cluster has.",
+    ),
     # the compiler itself
     "PG199": ("internal-check-error", "error", "A check crashed (a bug in the check)."),
 }

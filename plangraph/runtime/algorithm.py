@@ -32,6 +32,7 @@ from plangraph.runtime.training_loop import TrainingLoop
 
 if TYPE_CHECKING:
     from plangraph.compiler import CompiledPlan
+    from plangraph.ir.profile import RunProfile
     from plangraph.runtime.result import Result
 
 CHECKPOINT_VERSION = 2
@@ -189,6 +190,7 @@ class Algorithm:
         )
         self._results = iter(lower_plan(compiled, self.ctx))
         self._stopped = False
+        self._profile_start()
 
     @property
     def iteration(self) -> int:
@@ -201,6 +203,34 @@ class Algorithm:
         if self._stopped:
             raise BuildError("this Algorithm was stopped; build a new one")
         return next(self._results)
+
+    def profile(self) -> RunProfile:
+        """Where the wall time of the iterations since the build (or the last restore) went:
+        seconds, items and phases per plan node, the learner threads' busy time
+        (``plangraph.ir.profile.RunProfile``, what ``profile.json`` holds)."""
+        from plangraph.ir.profile import LearnerThreadProfile, NodeProfile, RunProfile
+
+        snap = self.run_state.metrics.profile.snapshot()
+        return RunProfile(
+            plan=self.compiled.plan.name,
+            iterations=self.run_state.iteration - self._profiled_from,
+            first_iteration=self._profiled_from + 1,
+            wall_s=snap["wall_s"],
+            phases=snap["phases"],
+            nodes={nid: NodeProfile(**n) for nid, n in snap["nodes"].items()},
+            learner_threads={
+                rid: LearnerThreadProfile(
+                    busy_s=max(0.0, t.busy_s - self._learner_busy_from.get(rid, 0.0))
+                )
+                for rid, t in sorted(self.ctx.learners.items())
+            },
+        )
+
+    def _profile_start(self) -> None:
+        """Start profiling afresh from the current iteration (build, restore)."""
+        self.run_state.metrics.profile.reset()
+        self._profiled_from = self.run_state.iteration
+        self._learner_busy_from = {rid: t.busy_s for rid, t in self.ctx.learners.items()}
 
     def run(self, stop: Mapping[str, float], *, max_iterations: int | None = None) -> Result:
         """Train until any ``result[key] >= threshold`` in ``stop`` (or ``max_iterations``);
@@ -307,6 +337,7 @@ class Algorithm:
             raise CheckpointError(
                 f"{ckpt.path}: state does not fit this plan ({type(exc).__name__}: {exc})"
             ) from exc
+        self._profile_start()
 
     def stop(self) -> None:
         """Release every actor this Algorithm started. Idempotent."""

@@ -67,7 +67,8 @@ def check_implementations(compiled: Any) -> None:
 def lower_plan(compiled: Any, ctx: BuildContext) -> LocalIterator[Any]:
     """The output stream (``Result`` dicts) of ``compiled``, lowered onto ``ctx``'s actors.
 
-    Every operator's metrics context (``get_metrics()``) is ``ctx.run_state.metrics``.
+    Every operator's metrics context (``get_metrics()``) is ``ctx.run_state.metrics``;
+    every node's stream is timed under its id there (``LocalIterator.profiled``).
     Stateful operators register their checkpoint hooks in ``ctx.operator_states``, which
     this clears first: a dataflow lowered again (``Algorithm.restore``) replaces the last.
 
@@ -87,7 +88,9 @@ def lower_plan(compiled: Any, ctx: BuildContext) -> LocalIterator[Any]:
         if impl is None:
             check_implementations(compiled)  # raises, naming the node
         inputs = [outputs[src].pop() for src in node.inputs]
-        stream = impl(node, inputs, ctx)
+        # Every node's pulls are timed under its id (exclusive of the nodes it pulls), so
+        # the profile attributes each second of the flow to one node.
+        stream = impl(node, inputs, ctx).profiled(node_id)
         n = sum(user in needed for user in compiled.users(node_id))
         outputs[node_id] = stream.duplicate(n) if n > 1 else [stream]
     out = outputs[compiled.output][0]

@@ -58,8 +58,9 @@ class _AlwaysPresent(TypedDict):
     """Every counter of the dataflow by name, the three above included, plus operator
     bookkeeping such as ``num_updates/<node id>`` (counts / env steps)."""
     timers: dict[str, float]
-    """Mean wall time per call of each timed plan node, by node id, over its last 10 calls
-    (s)."""
+    """Wall time per item of every plan node that has emitted one, by node id: the node's
+    own (exclusive) seconds per item it emitted, mean of its last 10 items (s). The run's
+    cumulative profile is ``profile.json`` (``plangraph profile``)."""
     learner: dict[str, float]
     """Scalar stats of the last learner update (loss, entropy, KL, ...; as the policy
     reports them); empty before the first update."""

@@ -6,6 +6,7 @@ Layout of a run directory (``plangraph run --out DIR``)::
     DIR/events.out.tfevents.*   TensorBoard scalars (every numeric leaf, ``/``-joined keys)
     DIR/plan.json, plan.dot     the compiled plan that produced the run (and plan.svg)
     DIR/checkpoints/iter_000010 checkpoints (see ``Algorithm.save``)
+    DIR/profile.json            where the time went, per node and phase (``ir.profile``)
 """
 
 from __future__ import annotations

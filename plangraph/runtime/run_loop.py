@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from plangraph.runtime.profile_log import write_profile
 from plangraph.runtime.run_log import RunLog
 from plangraph.runtime.stopping import StopCriteria
 from plangraph.runtime.training_loop import TrainingLoop
@@ -106,8 +107,9 @@ def train_until(
 ) -> RunSummary:
     """Call ``algo.train()`` until ``stop`` is met (or ``max_iterations``, or Ctrl-C).
 
-    Each result goes to ``run_dir/result.jsonl`` and TensorBoard; a checkpoint is written
-    every ``checkpoint_every`` iterations (0 disables periodic ones) and always at the end,
+    Each result goes to ``run_dir/result.jsonl`` and TensorBoard; a checkpoint (and
+    ``profile.json``, where the time went) is written every ``checkpoint_every``
+    iterations (0 disables periodic ones) and always at the end,
     including after Ctrl-C (the first one finishes the current iteration; a second one
     stops at once and checkpoints the state as it is; further ones are ignored while that
     checkpoint is written).
@@ -185,6 +187,7 @@ def _train_until(
                 iteration = int(result.get("iteration", 0))
                 if checkpoint_every and iteration % checkpoint_every == 0:
                     algo.save(checkpoint_dir(run_dir, iteration))
+                    write_profile(run_dir, algo)
                     last_saved = iteration
         except KeyboardInterrupt:
             loop.interrupt()
@@ -196,6 +199,7 @@ def _train_until(
         checkpoint = checkpoint_dir(run_dir, iteration)
         if iteration != last_saved:
             algo.save(checkpoint)  # Ctrl-C ignored here (train_until)
+    write_profile(run_dir, algo)
     return RunSummary(
         result=final, reason=loop.reason, checkpoint=checkpoint, interrupted=loop.interrupted
     )

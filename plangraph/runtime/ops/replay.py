@@ -6,11 +6,10 @@ from collections.abc import Iterator
 from typing import Any
 
 from plangraph.flow.local import LocalIterator
-from plangraph.flow.metrics import get_metrics
 from plangraph.flow.sentinel import NOT_READY
 from plangraph.flow.watchdog import note_waiting
 from plangraph.runtime.build_context import BuildContext, resource_id
-from plangraph.runtime.implementations import register_lowering, timed
+from plangraph.runtime.implementations import register_lowering
 
 
 @register_lowering("StoreToReplay")
@@ -21,7 +20,7 @@ def _store_to_replay(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIt
         buffer.add(batch)
         return batch
 
-    return inputs[0].for_each(timed(node.id, store), name=node.id)
+    return inputs[0].for_each(store, name=node.id)
 
 
 @register_lowering("LocalReplay")
@@ -55,8 +54,6 @@ def _local_replay(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalItera
                 note_waiting(node.id, why)
                 yield NOT_READY
             else:
-                with get_metrics().timers[node.id]:
-                    batch = buffer.sample(p.batch_size)
-                yield batch
+                yield buffer.sample(p.batch_size)
 
     return LocalIterator(base, name=node.id)

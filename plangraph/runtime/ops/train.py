@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from plangraph.flow.local import LocalIterator
-from plangraph.flow.metrics import get_metrics
+from plangraph.flow.metrics import get_metrics, phase
 from plangraph.flow.sentinel import NOT_READY, note_local_wait
 from plangraph.rl.advantage_norm import pool_terms
 from plangraph.runtime.build_context import BuildContext, resource_id
@@ -20,12 +20,13 @@ from plangraph.runtime.counters import (
     TRAINED,
     WEIGHT_SYNCS,
 )
-from plangraph.runtime.implementations import register_lowering, timed
+from plangraph.runtime.implementations import register_lowering
 from plangraph.runtime.items import GradInfo, TrainInfo, scalar_stats
 
 
 def _broadcast(ctx: BuildContext, ws: Any) -> None:
-    ws.sync_weights(ctx.run_state.global_vars())
+    with phase("broadcast"):
+        ws.sync_weights(ctx.run_state.global_vars())
 
 
 @register_lowering("TrainOneStep")
@@ -46,7 +47,8 @@ def _train_one_step(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIte
         metrics = get_metrics()
         policy = ws.local_policy
         policy.set_global_vars(ctx.run_state.global_vars())
-        stats = dict(policy.train(batch, p.num_sgd_iter, p.sgd_minibatch_size))
+        with phase("learning"):
+            stats = dict(policy.train(batch, p.num_sgd_iter, p.sgd_minibatch_size))
         td_error = stats.pop("td_error", None)
         if td_error is not None and per_buffers and "batch_indexes" in batch:
             for buf in per_buffers:
@@ -63,7 +65,7 @@ def _train_one_step(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIte
                 _broadcast(ctx, ws)
         return TrainInfo(scalars, count)
 
-    return inputs[0].for_each(timed(node.id, train), name=node.id)
+    return inputs[0].for_each(train, name=node.id)
 
 
 @register_lowering("ComputeGradients")
@@ -73,13 +75,14 @@ def _compute_gradients(node: Any, inputs: list[Any], ctx: BuildContext) -> Local
     def compute(batch: Any) -> GradInfo:
         policy = ws.local_policy
         policy.set_global_vars(ctx.run_state.global_vars())
-        grads, stats = policy.compute_gradients(batch)
+        with phase("learning"):
+            grads, stats = policy.compute_gradients(batch)
+            terms = policy.advantage_norm_terms(batch)
         scalars = scalar_stats(dict(stats))
         get_metrics().info["learner"] = scalars
-        terms = policy.advantage_norm_terms(batch)
         return GradInfo(list(grads), batch.env_steps(), scalars, terms)
 
-    return inputs[0].for_each(timed(node.id, compute), name=node.id)
+    return inputs[0].for_each(compute, name=node.id)
 
 
 def average_gradients(infos: list[GradInfo]) -> GradInfo:
@@ -143,7 +146,11 @@ def average_gradients(infos: list[GradInfo]) -> GradInfo:
 
 @register_lowering("AverageGradients")
 def _average_gradients(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIterator[Any]:
-    return inputs[0].for_each(timed(node.id, average_gradients), name=node.id)
+    def average(infos: list[GradInfo]) -> GradInfo:
+        with phase("learning"):
+            return average_gradients(infos)
+
+    return inputs[0].for_each(average, name=node.id)
 
 
 @register_lowering("ApplyGradients")
@@ -155,7 +162,8 @@ def _apply_gradients(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIt
         metrics = get_metrics()
         policy = ws.local_policy
         policy.set_global_vars(ctx.run_state.global_vars())
-        extra = policy.apply_gradients(info.grads) or {}
+        with phase("learning"):
+            extra = policy.apply_gradients(info.grads) or {}
         metrics.counters[TRAINED] += info.count
         stats = {**info.stats, **scalar_stats(dict(extra))}
         metrics.info["learner"] = stats
@@ -163,7 +171,7 @@ def _apply_gradients(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIt
             _broadcast(ctx, ws)
         return TrainInfo(stats, info.count)
 
-    return inputs[0].for_each(timed(node.id, apply), name=node.id)
+    return inputs[0].for_each(apply, name=node.id)
 
 
 @register_lowering("UpdateTarget")
@@ -182,12 +190,13 @@ def _update_target(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIter
         due = now > last if p.freq == 0 else now // p.freq > last // p.freq
         if due:
             with lock:  # a learner thread may be training this policy
-                ws.local_policy.update_target()
+                with phase("learning"):
+                    ws.local_policy.update_target()
             metrics.counters[TARGET_UPDATES] += 1
             metrics.counters[last_key] = now
         return item
 
-    return inputs[0].for_each(timed(node.id, update), name=node.id)
+    return inputs[0].for_each(update, name=node.id)
 
 
 # -- asynchronous learning (IMPALA/APPO) ----------------------------------------------------
@@ -213,7 +222,7 @@ def _enqueue(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIterator[A
         get_metrics().counters[ENQUEUED] += batch.env_steps()
         return batch
 
-    return inputs[0].for_each(timed(node.id, enqueue), name=node.id)
+    return inputs[0].for_each(enqueue, name=node.id)
 
 
 @register_lowering("Dequeue")
@@ -271,14 +280,15 @@ def _update_worker_weights(node: Any, inputs: list[Any], ctx: BuildContext) -> L
         import ray
 
         current = version()
-        if cached[1] != current:
-            with lock:  # a consistent snapshot, never half an update
-                weights = ws.local_policy.get_weights()
-                current = version()
-            cached[0], cached[1] = ray.put(weights), current
-        global_vars = {**ctx.run_state.global_vars(), "policy_version": cached[1]}
-        actor.set_weights.remote(cached[0], global_vars)
+        with phase("broadcast"):
+            if cached[1] != current:
+                with lock:  # a consistent snapshot, never half an update
+                    weights = ws.local_policy.get_weights()
+                    current = version()
+                cached[0], cached[1] = ray.put(weights), current
+            global_vars = {**ctx.run_state.global_vars(), "policy_version": cached[1]}
+            actor.set_weights.remote(cached[0], global_vars)
         get_metrics().counters[WEIGHT_SYNCS] += 1
         return batch
 
-    return inputs[0].for_each(timed(node.id, sync), name=node.id)
+    return inputs[0].for_each(sync, name=node.id)
