@@ -90,6 +90,11 @@ CODES: dict[str, tuple[str, Severity, str]] = {
         "warning",
         "sgd_minibatch_size is larger than the train batch it splits.",
     ),
+    "PG177": (
+        "gradients-without-source",
+        "error",
+        'ApplyGradients(update_workers="source") fed gradients no rollout worker computed.',
+    ),
     # the compiler itself
     "PG199": ("internal-check-error", "error", "A check crashed (a bug in the check)."),
 }

@@ -60,6 +60,7 @@ BUILTIN_CHECKS: tuple[Check, ...] = (
     Check.of("replay-use", semantic_checks.check_replay_use),
     Check.of("replay-ready", semantic_checks.check_replay_ready),
     Check.of("batch-sizes", semantic_checks.check_batch_sizes),
+    Check.of("gradient-sources", semantic_checks.check_gradient_sources),
 )
 
 _pipeline: tuple[Check, ...] = BUILTIN_CHECKS

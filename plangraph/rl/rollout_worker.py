@@ -74,6 +74,7 @@ from plangraph.rl.policy import TorchPolicy, as_policy_config
 from plangraph.rl.postprocessing import compute_gae, compute_n_step_returns
 from plangraph.rl.sample_batch import SampleBatch
 from plangraph.rl.seeding import derive_seeds
+from plangraph.rl.worker_gradients import WorkerGradients, sample_and_compute_gradients
 
 EnvSpec = str | Callable[[], gym.Env]
 """A gymnasium env id (``"CartPole-v1"``) or a zero-argument creator of a ``gym.Env``."""
@@ -295,6 +296,11 @@ class RolloutWorker:
             episode_returns=ep_returns,
             episode_lengths=ep_lengths,
         )
+
+    def sample_and_compute_gradients(self) -> WorkerGradients:
+        """A3C's worker step: ``sample()`` one fragment, then this worker's policy's
+        gradients on it (no optimizer step); see ``plangraph.rl.worker_gradients``."""
+        return sample_and_compute_gradients(self)
 
     def _postprocess_actor_critic(
         self,
