@@ -47,9 +47,8 @@ plan = Plan.from_builder(
     metrics,
     name="a3c",
     description=(
-        "A3C: AsyncGradients (sample, postprocess and differentiate on each rollout worker) "
-        '-> ApplyGradients(update_workers="source"): one step per fragment, new weights to '
-        "that worker only."
+        "A3C: AsyncGradients (computed on each rollout worker) -> "
+        'ApplyGradients(update_workers="source"): new weights to that worker only.'
     ),
     config=cfg,
     resources={

@@ -404,7 +404,7 @@ def check_gradient_sources(ctx: Context) -> None:
                 "would stop at the first one (ValueError)",
                 node=nid,
                 pointer=f"/nodes/{nid}/params/update_workers",
-                hint='compute the gradients on the rollout workers with AsyncGradients(workers) '
-                f"-> ApplyGradients(update_workers=\"source\") (A3C), or set "
-                f"update_workers to true to broadcast the weights to every worker",
+                hint="compute the gradients on the rollout workers with AsyncGradients(workers) "
+                '-> ApplyGradients(update_workers="source") (A3C), or set '
+                "update_workers to true to broadcast the weights to every worker",
             )

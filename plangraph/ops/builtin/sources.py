@@ -67,9 +67,7 @@ class AsyncGradientsParams(OpParams):
     """
 
     workers: ResourceRef = workers_field()
-    num_async: int = Field(
-        1, ge=1, description="Gradient requests in flight per rollout worker."
-    )
+    num_async: int = Field(1, ge=1, description="Gradient requests in flight per rollout worker.")
 
 
 AsyncGradients = register_op(
