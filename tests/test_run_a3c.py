@@ -11,6 +11,7 @@ import pytest
 import ray
 
 import plangraph
+from plangraph.compiler import load_plan
 from plangraph.rl.rollout_worker import RolloutWorker
 
 PLANS = Path(__file__).resolve().parent.parent / "plans"
@@ -33,6 +34,30 @@ def _same(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> bool:
 
 def _policy_version(worker: Any) -> int:
     return int(ray.get(worker.__ray_call__.remote(lambda self: self.policy_version)))
+
+
+def test_explain_shows_the_gradients_computed_on_the_rollout_workers() -> None:
+    text = plangraph.compile(PLANS / "a3c.json").explain()
+    lines = {ln.split()[0]: ln for ln in text.splitlines() if ln.startswith("  ") and ln.split()}
+    assert "AsyncGradients" in lines["grads"] and "() -> GradInfo" in lines["grads"]
+    assert lines["grads"].endswith("[on rollout workers]")
+    assert "ApplyGradients" in lines["apply"] and "[on rollout workers]" not in lines["apply"]
+    assert 'update_workers="source"' in text
+
+
+def test_update_workers_source_needs_gradients_from_the_rollout_workers() -> None:
+    """Gradients averaged in the driver have no single source: PG177, located."""
+    plan = load_plan(PLANS / "a3c.json").to_dict()
+    plan["nodes"]["batch"] = {"op": "Batch", "inputs": ["grads"], "params": {"n": 2}}
+    plan["nodes"]["average"] = {"op": "AverageGradients", "inputs": ["batch"], "params": {}}
+    plan["nodes"]["apply"]["inputs"] = ["average"]
+    diagnostics = plangraph.analyze(plan).diagnostics
+    assert [(d.code, d.node, d.pointer) for d in diagnostics] == [
+        ("PG177", "apply", "/nodes/apply/params/update_workers")
+    ]
+    assert "AverageGradients 'average'" in diagnostics[0].message
+    plan["nodes"]["apply"]["params"]["update_workers"] = True  # a broadcast is fine
+    assert plangraph.analyze(plan).diagnostics == ()
 
 
 def test_worker_gradients_are_its_policy_gradients_on_its_own_fragment() -> None:
@@ -130,6 +155,22 @@ def test_env_steps_are_counted_when_gradients_arrive_and_when_applied() -> None:
     assert last["episodes_total"] > 0
     learner = last["learner"]
     assert learner["policy_lag"] >= 0 and "policy_loss" in learner and "cur_lr" in learner
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_without_remote_workers_the_local_worker_computes_the_gradients() -> None:
+    algo = _build(num_workers=0)
+    try:
+        ws = algo.ctx.worker_sets["workers"]
+        before = ws.local_policy.get_weights()
+        result = algo.train()
+        assert not _same(ws.local_policy.get_weights(), before)
+    finally:
+        algo.stop()
+    assert result["num_env_steps_sampled"] == result["num_env_steps_trained"] >= 256
+    assert result["counters"]["num_updates/apply"] == result["num_env_steps_trained"] // FRAGMENT
+    assert "num_weight_syncs" not in result["counters"]  # the worker shares the policy
+    assert result["learner"]["policy_lag"] == 0.0
 
 
 @pytest.mark.usefixtures("ray_session")

@@ -53,8 +53,8 @@ ParallelRollouts = register_op(
 class AsyncGradientsParams(OpParams):
     """Gradients computed on the rollout workers, each on its own fresh fragment (A3C).
 
-    Each rollout worker samples one fragment (``num_envs_per_worker x
-    rollout_fragment_length`` env steps), postprocesses it (GAE with its own value head)
+    Each rollout worker samples one fragment (``num_envs_per_worker`` x
+    ``rollout_fragment_length`` env steps), postprocesses it (GAE with its own value head)
     and computes the policy's loss gradients on it with its own copy of the weights; the
     driver receives one ``GradInfo`` per fragment (float32 gradient arrays through the
     object store, the learner stats, the env steps, and the worker it came from) in

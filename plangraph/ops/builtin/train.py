@@ -142,8 +142,8 @@ class ApplyGradientsParams(OpParams):
     update_workers: bool | Literal["source"] = Field(
         True,
         description=(
-            "After the step, send the new weights to every rollout worker (true), to none "
-            '(false), or only to the worker the gradients came from ("source", A3C).'
+            "Send the new weights to every rollout worker (true), to none (false), or only "
+            'to the worker that computed the gradients ("source", A3C).'
         ),
     )
 
