@@ -137,6 +137,32 @@ def test_new_weights_go_to_the_source_worker_only() -> None:
 
 
 @pytest.mark.usefixtures("ray_session")
+def test_gradients_without_a_source_are_refused_before_the_step() -> None:
+    """What the compiler cannot see (e.g. a user operator emitting GradInfo) fails at the
+    first item, naming the node, with the learner untouched."""
+    from plangraph.flow.local import LocalIterator
+    from plangraph.runtime.implementations import LOWERINGS
+    from plangraph.runtime.items import GradInfo
+
+    algo = _build(num_workers=1)
+    try:
+        ctx = algo.ctx
+        policy = ctx.worker_sets["workers"].local_policy
+        before = policy.get_weights()
+        grads = [np.ones(tuple(p.shape), dtype=np.float32) for p in policy.model.parameters()]
+        source = LocalIterator.from_iterable([GradInfo(grads, FRAGMENT)], name="user_grads")
+        stream = LOWERINGS["ApplyGradients"](ctx.compiled.nodes["apply"], [source], ctx)
+        stream.shared_metrics.set(ctx.run_state.metrics)
+        with pytest.raises(plangraph.OperatorError, match="no source rollout worker") as info:
+            next(iter(stream))
+        assert info.value.node_id == "apply"
+        assert _same(policy.get_weights(), before)
+        assert ctx.run_state.counters.get("num_env_steps_trained", 0) == 0
+    finally:
+        algo.stop()
+
+
+@pytest.mark.usefixtures("ray_session")
 def test_env_steps_are_counted_when_gradients_arrive_and_when_applied() -> None:
     algo = _build()
     try:

@@ -156,6 +156,13 @@ def _apply_gradients(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIt
     version_key = f"num_updates/{node.id}"
 
     def apply(info: GradInfo) -> TrainInfo:
+        if to_source and ws.remote_workers and info.source is None:
+            # Refused before the step: the compiler's PG177 catches the built-in cases.
+            raise ValueError(
+                f"ApplyGradients {node.id!r} has update_workers='source' but its gradients "
+                "name no source rollout worker (they were computed in the driver); feed it "
+                "from AsyncGradients, or set update_workers=true to broadcast the weights"
+            )
         metrics = get_metrics()
         policy = ws.local_policy
         policy.set_global_vars(ctx.run_state.global_vars())
@@ -176,12 +183,6 @@ def _apply_gradients(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIt
         counters[version_key] += 1
         if not ws.remote_workers:
             return {"policy_lag": 0.0}  # the local worker samples with the learner policy
-        if info.source is None:
-            raise ValueError(
-                f"ApplyGradients {node.id!r} has update_workers='source' but its gradients "
-                "name no source rollout worker (they were computed in the driver); feed it "
-                "from AsyncGradients, or set update_workers=true to broadcast the weights"
-            )
         global_vars = {**ctx.run_state.global_vars(), "policy_version": counters[version_key]}
         ws.sync_weights_to(info.source, global_vars)
         counters[WEIGHT_SYNCS] += 1
