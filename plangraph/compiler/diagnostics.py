@@ -121,6 +121,11 @@ CODES: dict[str, tuple[str, Severity, str]] = {
         "warning",
         "The rollout worker processes need more memory than the machine or cluster has.",
     ),
+    "PG182": (
+        "gradients-without-source",
+        "error",
+        'ApplyGradients(update_workers="source") fed gradients no rollout worker computed.',
+    ),
     # the compiler itself
     "PG199": ("internal-check-error", "error", "A check crashed (a bug in the check)."),
 }

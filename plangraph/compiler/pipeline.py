@@ -60,6 +60,7 @@ BUILTIN_CHECKS: tuple[Check, ...] = (
     Check.of("replay-use", semantic_checks.check_replay_use),
     Check.of("replay-ready", semantic_checks.check_replay_ready),
     Check.of("batch-sizes", semantic_checks.check_batch_sizes),
+    Check.of("gradient-sources", semantic_checks.check_gradient_sources),
     # how Concurrently drives its branches (a plan that would hang is refused here)
     Check.of("branches-produce", merge_checks.check_branches_produce),
     Check.of("branch-turns", merge_checks.check_branch_turns),

@@ -182,6 +182,23 @@ class WorkerSet:
         for worker in self.remote_workers:
             worker.set_weights.remote(ref, gv)
 
+    def sync_weights_to(self, worker: Any, global_vars: Mapping[str, Any] | None = None) -> None:
+        """Send the learner weights (one ``ray.put``) and global vars to ``worker`` alone,
+        without waiting (A3C: the worker whose gradients were just applied).
+
+        ``global_vars`` are also kept as the ones last sent, so a worker that is replaced
+        later starts from the same (e.g. ``policy_version``) as the learner's weights it
+        gets. Does nothing without remote workers (the local worker shares the policy).
+        """
+        if global_vars:
+            self._global_vars.update(global_vars)
+        if not self.remote_workers:
+            return
+        import ray
+
+        ref = ray.put(self.local_policy.get_weights())
+        worker.set_weights.remote(ref, dict(self._global_vars) or None)
+
     # --- checkpoints ------------------------------------------------------------------
     def get_state(self) -> dict[str, Any]:
         """The rollout side of a checkpoint, as plain data: ``global_vars`` (as last

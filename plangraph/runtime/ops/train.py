@@ -157,8 +157,19 @@ def _average_gradients(node: Any, inputs: list[Any], ctx: BuildContext) -> Local
 def _apply_gradients(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIterator[Any]:
     p = node.params
     ws = ctx.worker_set(p.workers)
+    to_source = p.update_workers == "source"
+    # The learner's version (updates applied), in the checkpointed counters so a restored
+    # run keeps numbering where it stopped; only kept where workers are tagged with it.
+    version_key = f"num_updates/{node.id}"
 
     def apply(info: GradInfo) -> TrainInfo:
+        if to_source and ws.remote_workers and info.source is None:
+            # Refused before the step: the compiler's PG182 catches the built-in cases.
+            raise ValueError(
+                f"ApplyGradients {node.id!r} has update_workers='source' but its gradients "
+                "name no source rollout worker (they were computed in the driver); feed it "
+                "from AsyncGradients, or set update_workers=true to broadcast the weights"
+            )
         metrics = get_metrics()
         policy = ws.local_policy
         policy.set_global_vars(ctx.run_state.global_vars())
@@ -166,10 +177,25 @@ def _apply_gradients(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIt
             extra = policy.apply_gradients(info.grads) or {}
         metrics.counters[TRAINED] += info.count
         stats = {**info.stats, **scalar_stats(dict(extra))}
+        if to_source:
+            stats.update(_sync_source(info))
         metrics.info["learner"] = stats
-        if p.update_workers:
+        if p.update_workers is True:
             _broadcast(ctx, ws)
         return TrainInfo(stats, info.count)
+
+    def _sync_source(info: GradInfo) -> dict[str, float]:
+        """Send the new weights to the worker that computed ``info``; its policy lag."""
+        counters = get_metrics().counters
+        lag = counters[version_key] - info.policy_version
+        counters[version_key] += 1
+        if not ws.remote_workers:
+            return {"policy_lag": 0.0}  # the local worker samples with the learner policy
+        global_vars = {**ctx.run_state.global_vars(), "policy_version": counters[version_key]}
+        with phase("broadcast"):
+            ws.sync_weights_to(info.source, global_vars)
+        counters[WEIGHT_SYNCS] += 1
+        return {"policy_lag": float(lag)}
 
     return inputs[0].for_each(apply, name=node.id)
 
