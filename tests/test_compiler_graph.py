@@ -142,6 +142,7 @@ def test_checks_are_the_pipeline_modules_explicit_order() -> None:
         "replay-use",
         "replay-ready",
         "batch-sizes",
+        "gradient-sources",
         "branches-produce",
         "branch-turns",
         "round-robin",
