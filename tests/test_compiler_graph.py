@@ -142,6 +142,7 @@ def test_checks_are_the_pipeline_modules_explicit_order() -> None:
         "replay-use",
         "replay-ready",
         "batch-sizes",
+        "gradient-sources",
     ]
     c = plangraph.compile(ROOT / "plans" / "a2c.json")
     assert c.passes == ("load", *(chk.name for chk in CHECKS))
