@@ -7,6 +7,8 @@ import json
 import sys
 from typing import Any
 
+from plangraph.commands.user_modules import add_import_option, import_user_modules
+
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
@@ -20,10 +22,15 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "name", nargs="?", metavar="NAME", help="operator (or resource kind) to describe"
     )
     p.add_argument("--format", choices=("text", "json"), default="text")
+    add_import_option(p)
     return p
 
 
 def run(args: argparse.Namespace) -> int:
+    problem = import_user_modules(args.imports)
+    if problem:
+        print(f"plangraph ops: error: {problem}", file=sys.stderr)
+        return 2
     from plangraph.ops import all_ops, all_resource_kinds, get_op
     from plangraph.ops.describe import (
         catalog_text,

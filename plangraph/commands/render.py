@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from plangraph.commands.user_modules import add_import_option, import_user_modules
 from plangraph.commands.validate import (
     add_config_option,
     analyze_safely,
@@ -54,6 +55,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         help="exit with status 1 after drawing when the plan has errors",
     )
     add_config_option(p)
+    add_import_option(p)
     return p
 
 
@@ -77,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
     if isinstance(overrides, str):
         _say(f"error: {overrides}")
         return EXIT_USAGE
-    problem = check_paths([args.plan])
+    problem = import_user_modules(args.imports) or check_paths([args.plan])
     if problem:
         _say(f"error: {problem}")
         return EXIT_USAGE

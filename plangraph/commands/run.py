@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from plangraph.commands.user_modules import add_import_option
+
 # run.json's model lives in plangraph.commands.run_args, imported only when a run starts:
 # every `plangraph` command imports this module to build its parser.
 __all__ = ["add_parser", "run"]
@@ -31,12 +33,16 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--num-workers", type=int, help="remote rollout workers (default: the plan's)")
     p.add_argument(
         "--set",
+        "-c",
+        "--config",
         dest="overrides",
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="override a plan config value (repeatable), e.g. --set train_batch_size=4000",
+        help="override a plan config value (repeatable), e.g. --set train_batch_size=4000 "
+        "(-c/--config are the same option)",
     )
+    add_import_option(p)
     p.add_argument(
         "--stop",
         action="append",
@@ -77,6 +83,7 @@ class _Launch:
     stop: Any
     run_dir: Path
     checkpoint: Any  # a loaded plangraph.runtime.algorithm.Checkpoint, or None
+    imports: tuple[str, ...]  # --import modules, as given (recorded in run.json)
 
 
 def _option_problem(args: argparse.Namespace) -> str | None:
@@ -116,13 +123,22 @@ def _prepare(args: argparse.Namespace) -> _Launch | int:
     """Every check that needs neither Ray nor a run directory; an exit code when the run
     must not start (usage problems raise ``PlangraphError``, caught by ``run``)."""
     from plangraph.commands.run_args import PLAN_SNAPSHOT_FILE, RunArgs, read_run_args
+    from plangraph.commands.user_modules import import_user_modules
     from plangraph.runtime.stopping import StopCriteria, parse_key_values
 
-    problem = _option_problem(args)
+    problem = _option_problem(args) or import_user_modules(args.imports)
     if problem:
         return _error(problem)
     resume_dir: Path | None = args.resume
     saved: RunArgs | None = read_run_args(resume_dir) if resume_dir is not None else None
+    forgotten = [m for m in (saved.imports if saved else []) if m not in args.imports]
+    if forgotten:
+        # A run directory is data: it never makes this process import code.
+        print(
+            f"plangraph run: note: {resume_dir} was run with --import "
+            f"{' --import '.join(forgotten)}; pass it again if the plan or env needs it",
+            file=sys.stderr,
+        )
     if args.plan:
         # A plan named on the command line is the user's own choice, Python or JSON.
         plan_path = str(args.plan)
@@ -221,6 +237,7 @@ def _prepare(args: argparse.Namespace) -> _Launch | int:
         stop=stop,
         run_dir=run_dir,
         checkpoint=checkpoint,
+        imports=tuple(args.imports),
     )
 
 
@@ -313,6 +330,7 @@ def _write_run_files(launch: _Launch) -> None:
         seed=launch.seed,
         overrides=launch.overrides,
         stop=dict(launch.stop.thresholds),
+        imports=list(launch.imports),
     )
     text = json.dumps(record.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
     (run_dir / RUN_ARGS_FILE).write_text(text, encoding="utf-8")

@@ -23,8 +23,8 @@ MAX_SEED = 2**63 - 1
 
 
 class RunArgs(BaseModel):
-    """The contents of ``run.json`` (all keys required; ``--resume`` fills in the rest of
-    its command line from them)."""
+    """The contents of ``run.json`` (all keys required but ``imports``, which older runs
+    lack; ``--resume`` fills in the rest of its command line from them)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
@@ -34,6 +34,10 @@ class RunArgs(BaseModel):
     seed: int = Field(ge=0, le=MAX_SEED, description="run seed")
     overrides: dict[str, JsonValue] = Field(description="--set config overrides")
     stop: dict[str, float] = Field(description="stop criteria: result key -> threshold")
+    imports: list[str] = Field(
+        default_factory=list,
+        description="--import modules (a record: --resume never imports them by itself)",
+    )
 
 
 def read_run_args(run_dir: Path) -> RunArgs:

@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from plangraph.commands.user_modules import add_import_option, import_user_modules
+
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
@@ -26,6 +28,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--format", choices=("text", "json"), default="text", help="output format (text)"
     )
     add_config_option(p)
+    add_import_option(p)
     p.add_argument("-q", "--quiet", action="store_true", help="print only diagnostics")
     return p
 
@@ -108,6 +111,10 @@ def run(args: argparse.Namespace) -> int:
     overrides = parse_overrides(args.config)
     if isinstance(overrides, str):
         print(f"plangraph validate: error: {overrides}", file=sys.stderr)
+        return 2
+    problem = import_user_modules(args.imports)
+    if problem:
+        print(f"plangraph validate: error: {problem}", file=sys.stderr)
         return 2
     problem = check_paths(args.plans)
     if problem:

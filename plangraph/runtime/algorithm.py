@@ -15,7 +15,7 @@ import json
 import os
 import shutil
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -147,7 +147,10 @@ class Algorithm:
     """A running plan: worker sets and replay buffers as declared, the dataflow lowered.
 
     Built by ``CompiledPlan.build(env=None, num_workers=None, seed=0, address=None)``;
-    ``env``/``num_workers`` override every ``WorkerSet`` resource of the plan.
+    ``env``/``num_workers`` override every ``WorkerSet`` resource of the plan. ``env`` is a
+    gymnasium env id (registered in this process: by gymnasium, a Python plan file or a
+    module you imported) or a callable returning a ``gym.Env``; either travels to every
+    rollout worker (``plangraph.rl.envs``).
 
     Attributes:
         run_state: the run's counters, learner stats, iteration, total time and episode
@@ -164,7 +167,7 @@ class Algorithm:
         self,
         compiled: CompiledPlan,
         *,
-        env: str | None = None,
+        env: str | Callable[..., Any] | None = None,
         num_workers: int | None = None,
         seed: int = 0,
         address: str | None = None,
