@@ -58,6 +58,19 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument(
         "--checkpoint-every", type=int, default=10, metavar="K", help="checkpoint every K iters"
     )
+    p.add_argument(
+        "--evaluation-interval",
+        type=int,
+        metavar="K",
+        help="play greedy evaluation episodes every K iterations (default 0: never); the "
+        "result gains evaluation/episode_return_mean, usable with --stop",
+    )
+    p.add_argument(
+        "--evaluation-episodes",
+        type=int,
+        metavar="N",
+        help="episodes per evaluation (default 10)",
+    )
     p.add_argument("--max-iterations", type=int, help="stop after this many iterations")
     p.add_argument("--no-progress", action="store_true", help="plain log lines, no progress bar")
     p.add_argument("--no-tensorboard", action="store_true", help="skip TensorBoard event files")
@@ -84,6 +97,8 @@ class _Launch:
     run_dir: Path
     checkpoint: Any  # a loaded plangraph.runtime.algorithm.Checkpoint, or None
     imports: tuple[str, ...]  # --import modules, as given (recorded in run.json)
+    evaluation_interval: int  # iterations between evaluations (0: never)
+    evaluation_episodes: int
 
 
 def _option_problem(args: argparse.Namespace) -> str | None:
@@ -100,6 +115,10 @@ def _option_problem(args: argparse.Namespace) -> str | None:
         return f"--checkpoint-every {args.checkpoint_every}: must be >= 0 (0: only at the end)"
     if args.max_iterations is not None and args.max_iterations < 1:
         return f"--max-iterations {args.max_iterations}: must be >= 1"
+    if args.evaluation_interval is not None and args.evaluation_interval < 0:
+        return f"--evaluation-interval {args.evaluation_interval}: must be >= 0 (0: never)"
+    if args.evaluation_episodes is not None and args.evaluation_episodes < 1:
+        return f"--evaluation-episodes {args.evaluation_episodes}: must be >= 1"
     return None
 
 
@@ -162,6 +181,13 @@ def _prepare(args: argparse.Namespace) -> _Launch | int:
     stop = StopCriteria.parse(stop_items)
     if not stop.thresholds and args.max_iterations is None:
         return _error("give a stop criterion, e.g. --stop episode_return_mean=475")
+    interval = _pick(args.evaluation_interval, saved.evaluation_interval if saved else None, 0)
+    episodes = _pick(args.evaluation_episodes, saved.evaluation_episodes if saved else None, 10)
+    if not interval and any(k.startswith("evaluation/") for k in stop.thresholds):
+        # The key would never appear: the run would only stop by another criterion.
+        return _error(
+            "--stop evaluation/...: the run does not evaluate; add --evaluation-interval K"
+        )
 
     from plangraph.commands.validate import analyze_safely, check_paths
 
@@ -238,7 +264,14 @@ def _prepare(args: argparse.Namespace) -> _Launch | int:
         run_dir=run_dir,
         checkpoint=checkpoint,
         imports=tuple(args.imports),
+        evaluation_interval=interval,
+        evaluation_episodes=episodes,
     )
+
+
+def _pick(given: int | None, saved: int | None, default: int) -> int:
+    """The command line's value, else run.json's (``--resume``), else the default."""
+    return given if given is not None else saved if saved is not None else default
 
 
 def run(args: argparse.Namespace) -> int:
@@ -267,7 +300,12 @@ def _train(launch: _Launch, args: argparse.Namespace) -> int:
     run_dir = launch.run_dir
     try:
         algo = launch.compiled.build(
-            env=launch.env, num_workers=launch.num_workers, seed=launch.seed, address=args.address
+            env=launch.env,
+            num_workers=launch.num_workers,
+            seed=launch.seed,
+            address=args.address,
+            evaluation_interval=launch.evaluation_interval,
+            evaluation_episodes=launch.evaluation_episodes,
         )
     except BuildError as exc:
         return _error(str(exc))
@@ -288,7 +326,7 @@ def _train(launch: _Launch, args: argparse.Namespace) -> int:
                     return _error(str(exc))
                 console.print(f"resumed from {launch.checkpoint.path} (iteration {algo.iteration})")
         try:
-            _write_run_files(launch)
+            _write_run_files(launch, algo)
         except OSError as exc:
             return _error(f"--out {run_dir}: cannot write the run directory ({exc})")
         summary = train_until(
@@ -317,8 +355,8 @@ def _train(launch: _Launch, args: argparse.Namespace) -> int:
     return 130 if summary.interrupted else 0
 
 
-def _write_run_files(launch: _Launch) -> None:
-    """``run.json``, the plan snapshot ``--resume`` builds from, and the compiled plan."""
+def _write_run_files(launch: _Launch, algo: Any) -> None:
+    """``run.json``, the plan snapshot ``--resume`` builds from, and the plan that runs."""
     from plangraph.commands.run_args import PLAN_SNAPSHOT_FILE, RUN_ARGS_FILE, RunArgs
 
     run_dir = launch.run_dir
@@ -331,12 +369,14 @@ def _write_run_files(launch: _Launch) -> None:
         overrides=launch.overrides,
         stop=dict(launch.stop.thresholds),
         imports=list(launch.imports),
+        evaluation_interval=launch.evaluation_interval,
+        evaluation_episodes=launch.evaluation_episodes,
     )
     text = json.dumps(record.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
     (run_dir / RUN_ARGS_FILE).write_text(text, encoding="utf-8")
     snapshot = launch.compiled.plan.to_json()
     (run_dir / PLAN_SNAPSHOT_FILE).write_text(snapshot, encoding="utf-8")
-    _write_plan_files(launch.compiled, run_dir)
+    _write_plan_files(launch.compiled, algo.plan_that_ran(), run_dir)
 
 
 def _shutdown_ray() -> None:
@@ -357,9 +397,10 @@ def _plan_env(compiled: Any) -> str | None:
     return None
 
 
-def _write_plan_files(compiled: Any, run_dir: Path) -> None:
-    """The plan as compiled (JSON) and drawn (DOT, plus SVG when graphviz is installed)."""
-    (run_dir / "plan.json").write_text(compiled.to_json(), encoding="utf-8")
+def _write_plan_files(compiled: Any, ran: Any, run_dir: Path) -> None:
+    """The plan as it runs (``ran``: ``Algorithm.plan_that_ran``, a plan file again) and
+    as compiled, drawn (DOT, plus SVG when graphviz is installed)."""
+    (run_dir / "plan.json").write_text(ran.to_json(), encoding="utf-8")
     try:
         (run_dir / "plan.dot").write_text(compiled.to_dot(), encoding="utf-8")
         compiled.render(run_dir / "plan.svg")

@@ -23,8 +23,9 @@ MAX_SEED = 2**63 - 1
 
 
 class RunArgs(BaseModel):
-    """The contents of ``run.json`` (all keys required but ``imports``, which older runs
-    lack; ``--resume`` fills in the rest of its command line from them)."""
+    """The contents of ``run.json`` (all keys required but ``imports`` and the
+    ``evaluation_*`` ones, which older runs lack; ``--resume`` fills in the rest of its
+    command line from them)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
@@ -38,6 +39,8 @@ class RunArgs(BaseModel):
         default_factory=list,
         description="--import modules (a record: --resume never imports them by itself)",
     )
+    evaluation_interval: int = Field(0, ge=0, description="iterations between evaluations")
+    evaluation_episodes: int = Field(10, ge=1, description="episodes per evaluation")
 
 
 def read_run_args(run_dir: Path) -> RunArgs:

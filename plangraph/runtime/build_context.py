@@ -124,6 +124,9 @@ class BuildContext:
     """One lock per worker set, held by whoever touches its learner policy: a learner
     thread while it trains, driver operators while they read weights or sync a target."""
     operator_states: dict[str, OperatorState] = field(default_factory=dict)
+    resource_params: dict[str, Any] = field(default_factory=dict)
+    """The validated params of every resource as built (``build()``'s env id and
+    ``num_workers`` applied to the worker sets), by resource id."""
 
     @classmethod
     def create(
@@ -219,6 +222,7 @@ class BuildContext:
             buffers=buffers,
             run_state=run_state if run_state is not None else RunState.for_plan(compiled),
             policy_locks={rid: threading.RLock() for rid in worker_sets},
+            resource_params=params,
         )
         for rid, res in sorted(compiled.resources.items()):
             if res.kind == "LearnerThread":

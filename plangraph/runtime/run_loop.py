@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from plangraph.runtime.run_log import RunLog
-from plangraph.runtime.stopping import StopCriteria
+from plangraph.runtime.stopping import StopCriteria, lookup
 from plangraph.runtime.training_loop import TrainingLoop
 
 if TYPE_CHECKING:
@@ -34,6 +34,7 @@ class RunSummary:
     reason: str  # TrainingLoop.reason: "stop criterion met: ...", "interrupted ...", ...
     checkpoint: Path | None
     interrupted: bool
+    last_evaluation: Mapping[str, float] | None = None  # the run's last ``evaluation``
 
 
 def _fmt(value: Any, spec: str = ",.0f") -> str:
@@ -122,6 +123,7 @@ def train_until(
         TextColumn("{task.percentage:>3.0f}%"),
         TextColumn("env steps {task.fields[steps]}"),
         TextColumn("return {task.fields[ret]}"),
+        TextColumn("eval {task.fields[eval]}"),
         TextColumn("{task.fields[sps]} steps/s"),
         TimeElapsedColumn(),
         TextColumn("ETA {task.fields[eta]}"),
@@ -162,13 +164,14 @@ def _train_until(
 ) -> RunSummary:
     """``train_until``'s loop, called with Ctrl-C ignored outside ``_graceful_sigint``."""
     last_saved = -1
+    last_evaluation = None
     with (
         RunLog(run_dir, tensorboard=tensorboard) as log,
         progress,
         _graceful_sigint(console) as stop_requested,
     ):
         task = progress.add_task(
-            "train", total=1000, iteration=0, steps="0", ret="-", sps="-", eta="-"
+            "train", total=1000, iteration=0, steps="0", ret="-", eval="-", sps="-", eta="-"
         )
         loop = TrainingLoop(
             algo.train,
@@ -179,6 +182,7 @@ def _train_until(
         try:
             for result in loop:
                 log.write(result)
+                last_evaluation = result.get("evaluation", last_evaluation)
                 _show(progress, task, stop, result, time.monotonic() - started)
                 if not show_progress:
                     console.print(_progress_line(result), highlight=False)
@@ -197,7 +201,11 @@ def _train_until(
         if iteration != last_saved:
             algo.save(checkpoint)  # Ctrl-C ignored here (train_until)
     return RunSummary(
-        result=final, reason=loop.reason, checkpoint=checkpoint, interrupted=loop.interrupted
+        result=final,
+        reason=loop.reason,
+        checkpoint=checkpoint,
+        interrupted=loop.interrupted,
+        last_evaluation=last_evaluation,
     )
 
 
@@ -217,14 +225,21 @@ def _show(progress: Any, task: Any, stop: StopCriteria, result: Result, elapsed_
         sps=_fmt(result.get("env_steps_per_s")),
         eta=eta,
     )
+    evaluation = result.get("evaluation")
+    if evaluation:  # the last evaluation stays on the bar until the next one
+        progress.update(task, eval=_fmt(evaluation.get("episode_return_mean"), ".1f"))
 
 
 def _progress_line(result: Result) -> str:
     """The plain-text progress line (``--no-progress`` or no terminal)."""
+    evaluation = result.get("evaluation")
+    greedy = (
+        f", eval return {_fmt(evaluation.get('episode_return_mean'), '.1f')}" if evaluation else ""
+    )
     return (
         f"iter {result.get('iteration')}: "
         f"env steps {_fmt(result.get('num_env_steps_sampled'))}, "
-        f"return {_fmt(result.get('episode_return_mean'), '.1f')}"
+        f"return {_fmt(result.get('episode_return_mean'), '.1f')}{greedy}"
     )
 
 
@@ -235,6 +250,7 @@ SUMMARY_ROWS: tuple[tuple[str, str, str], ...] = (
     ("episodes", "episodes_total", ",.0f"),
     ("episode return mean (last 100)", "episode_return_mean", ".2f"),
     ("episode length mean", "episode_len_mean", ".1f"),
+    ("evaluation return mean (greedy)", "evaluation/episode_return_mean", ".2f"),
     ("wall time (s)", "time_total_s", ".1f"),
     ("env steps/s (overall)", "env_steps_per_s_total", ",.0f"),
 )
@@ -245,10 +261,12 @@ def summary_table(summary: RunSummary) -> Any:
     """A rich table of the final result's headline figures."""
     from rich.table import Table
 
-    r = summary.result
+    r = dict(summary.result)
+    if summary.last_evaluation is not None:
+        r["evaluation"] = summary.last_evaluation
     table = Table(title="plangraph run", show_header=False)
     table.add_column("metric", style="bold")
     table.add_column("value", justify="right")
     for name, key, spec in SUMMARY_ROWS:
-        table.add_row(name, _fmt(r.get(key), spec))
+        table.add_row(name, _fmt(lookup(r, key), spec))
     return table
