@@ -39,8 +39,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="override a plan config value (repeatable), e.g. --set train_batch_size=4000 "
-        "(-c/--config are the same option)",
+        help="override a config key or, by a dotted path, a node or resource param "
+        "(repeatable), e.g. --set train_batch_size=4000, --set nodes.train.num_sgd_iter=5, "
+        "--set workers.policy.lr=0.001 (-c/--config are the same option)",
     )
     add_import_option(p)
     p.add_argument(

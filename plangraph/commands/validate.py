@@ -43,8 +43,10 @@ def add_config_option(p: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="override a config default (VALUE is JSON, else a string); repeatable, "
-        "e.g. --set train_batch_size=4000 (-c/--config are the same option)",
+        help="override a config key or, by a dotted path, a node or resource param (VALUE "
+        "is JSON, else a string); repeatable, e.g. --set train_batch_size=4000, --set "
+        "nodes.train.num_sgd_iter=5, --set workers.policy.lr=0.001 (-c/--config are the "
+        "same option)",
     )
 
 
