@@ -36,6 +36,11 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         ),
     )
     p.add_argument("path", metavar="RUN_DIR|CHECKPOINT", type=Path, help="run or checkpoint")
+    p.add_argument(
+        "--best",
+        action="store_true",
+        help="of RUN_DIR, the best checkpoint by its --checkpoint-score (default: the newest)",
+    )
     p.add_argument("--episodes", type=int, default=10, help="episodes to play (default 10)")
     p.add_argument("--seed", type=int, default=0, help="evaluation seed (default 0)")
     p.add_argument("--env", help="play in this env instead of the run's (same spaces)")
@@ -100,7 +105,7 @@ def _play(args: argparse.Namespace) -> int:
         # pygame renders gymnasium's classic-control envs; without a display it needs no
         # window for rgb_array frames.
         os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
-    agent = load_policy(args.path, env=args.env)
+    agent = load_policy(args.path, env=args.env, best=args.best)
     writer = None
     if args.video is not None:
         probe = agent.env()

@@ -72,6 +72,19 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         metavar="N",
         help="episodes per evaluation (default 10)",
     )
+    p.add_argument(
+        "--keep-checkpoints",
+        type=int,
+        metavar="K",
+        help="keep the K newest checkpoints plus the best by --checkpoint-score "
+        "(default 3; 0 keeps all)",
+    )
+    p.add_argument(
+        "--checkpoint-score",
+        metavar="KEY",
+        help="result key that ranks checkpoints, higher is better (default: "
+        "evaluation/episode_return_mean when evaluating, else episode_return_mean)",
+    )
     p.add_argument("--max-iterations", type=int, help="stop after this many iterations")
     p.add_argument("--no-progress", action="store_true", help="plain log lines, no progress bar")
     p.add_argument("--no-tensorboard", action="store_true", help="skip TensorBoard event files")
@@ -100,6 +113,8 @@ class _Launch:
     imports: tuple[str, ...]  # --import modules, as given (recorded in run.json)
     evaluation_interval: int  # iterations between evaluations (0: never)
     evaluation_episodes: int
+    keep_checkpoints: int  # newest checkpoints kept, plus the best (0: all)
+    checkpoint_score: str  # the result key that ranks checkpoints
 
 
 def _option_problem(args: argparse.Namespace) -> str | None:
@@ -120,6 +135,8 @@ def _option_problem(args: argparse.Namespace) -> str | None:
         return f"--evaluation-interval {args.evaluation_interval}: must be >= 0 (0: never)"
     if args.evaluation_episodes is not None and args.evaluation_episodes < 1:
         return f"--evaluation-episodes {args.evaluation_episodes}: must be >= 1"
+    if args.keep_checkpoints is not None and args.keep_checkpoints < 0:
+        return f"--keep-checkpoints {args.keep_checkpoints}: must be >= 0 (0: keep all)"
     return None
 
 
@@ -144,7 +161,7 @@ def _prepare(args: argparse.Namespace) -> _Launch | int:
     must not start (usage problems raise ``PlangraphError``, caught by ``run``)."""
     from plangraph.commands.run_args import PLAN_SNAPSHOT_FILE, RunArgs, read_run_args
     from plangraph.commands.user_modules import import_user_modules
-    from plangraph.runtime.stopping import StopCriteria, parse_key_values
+    from plangraph.runtime.stopping import StopCriteria, check_result_key, parse_key_values
 
     problem = _option_problem(args) or import_user_modules(args.imports)
     if problem:
@@ -188,6 +205,15 @@ def _prepare(args: argparse.Namespace) -> _Launch | int:
         # The key would never appear: the run would only stop by another criterion.
         return _error(
             "--stop evaluation/...: the run does not evaluate; add --evaluation-interval K"
+        )
+    keep = _pick(args.keep_checkpoints, saved.keep_checkpoints if saved else None, 3)
+    score = args.checkpoint_score or (saved.checkpoint_score if saved else None)
+    if score is None:
+        score = "evaluation/episode_return_mean" if interval else "episode_return_mean"
+    check_result_key(score, what="--checkpoint-score")
+    if not interval and score.startswith("evaluation/"):
+        return _error(
+            f"--checkpoint-score {score}: the run does not evaluate; add --evaluation-interval K"
         )
 
     from plangraph.commands.validate import analyze_safely, check_paths
@@ -267,6 +293,8 @@ def _prepare(args: argparse.Namespace) -> _Launch | int:
         imports=tuple(args.imports),
         evaluation_interval=interval,
         evaluation_episodes=episodes,
+        keep_checkpoints=keep,
+        checkpoint_score=score,
     )
 
 
@@ -295,6 +323,7 @@ def _train(launch: _Launch, args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from plangraph.errors import BuildError, CheckpointError
+    from plangraph.runtime.retention import Retention
     from plangraph.runtime.run_loop import ignoring_sigint, summary_table, train_until
 
     console = Console(stderr=True)
@@ -326,20 +355,31 @@ def _train(launch: _Launch, args: argparse.Namespace) -> int:
                 except CheckpointError as exc:
                     return _error(str(exc))
                 console.print(f"resumed from {launch.checkpoint.path} (iteration {algo.iteration})")
+        fresh, before = args.resume is None, _entries(run_dir)
         try:
-            _write_run_files(launch, algo)
-        except OSError as exc:
-            return _error(f"--out {run_dir}: cannot write the run directory ({exc})")
-        summary = train_until(
-            algo,
-            launch.stop,
-            run_dir,
-            checkpoint_every=args.checkpoint_every,
-            show_progress=not args.no_progress and console.is_terminal,
-            tensorboard=not args.no_tensorboard,
-            max_iterations=args.max_iterations,
-            console=console,
-        )
+            try:
+                _write_run_files(launch, algo)
+            except OSError as exc:
+                return _error(f"--out {run_dir}: cannot write the run directory ({exc})")
+            summary = train_until(
+                algo,
+                launch.stop,
+                run_dir,
+                checkpoint_every=args.checkpoint_every,
+                show_progress=not args.no_progress and console.is_terminal,
+                tensorboard=not args.no_tensorboard,
+                max_iterations=args.max_iterations,
+                console=console,
+                retention=Retention.load(
+                    run_dir, keep=launch.keep_checkpoints, metric=launch.checkpoint_score
+                ),
+            )
+        except BaseException:
+            if fresh:
+                _remove_if_no_result(run_dir, before)
+            raise
+        if fresh and not summary.result:
+            _remove_if_no_result(run_dir, before)
     finally:
         with ignoring_sigint():
             algo.stop()
@@ -348,12 +388,47 @@ def _train(launch: _Launch, args: argparse.Namespace) -> int:
     out.print(f"stopped: {summary.reason}", soft_wrap=True, highlight=False)
     if summary.checkpoint is not None:
         out.print(f"checkpoint: {summary.checkpoint}", soft_wrap=True, highlight=False)
+        if summary.best is not None:
+            out.print(
+                f"best checkpoint ({launch.checkpoint_score}): {summary.best}",
+                soft_wrap=True,
+                highlight=False,
+            )
         out.print(
             f"continue with: plangraph run --resume {run_dir} --stop KEY=VALUE",
             soft_wrap=True,
             highlight=False,
         )
     return 130 if summary.interrupted else 0
+
+
+def _entries(run_dir: Path) -> set[str] | None:
+    """The names in ``run_dir`` now, or None when it does not exist yet."""
+    return {p.name for p in run_dir.iterdir()} if run_dir.is_dir() else None
+
+
+def _remove_if_no_result(run_dir: Path, before: set[str] | None) -> None:
+    """Remove what this run wrote into ``run_dir`` (the whole directory when the run made
+    it) when it ended before its first result: a failed launch leaves nothing behind."""
+    import shutil
+
+    results = run_dir / "result.jsonl"
+    if results.is_file() and results.stat().st_size > 0:
+        return
+    if before is None:
+        shutil.rmtree(run_dir, ignore_errors=True)
+    else:
+        for p in run_dir.iterdir():
+            if p.name in before:
+                continue
+            if p.is_dir():
+                shutil.rmtree(p, ignore_errors=True)
+            else:
+                p.unlink(missing_ok=True)
+    print(
+        f"plangraph run: no iteration finished; removed what the run wrote to {run_dir}",
+        file=sys.stderr,
+    )
 
 
 def _write_run_files(launch: _Launch, algo: Any) -> None:
@@ -372,6 +447,8 @@ def _write_run_files(launch: _Launch, algo: Any) -> None:
         imports=list(launch.imports),
         evaluation_interval=launch.evaluation_interval,
         evaluation_episodes=launch.evaluation_episodes,
+        keep_checkpoints=launch.keep_checkpoints,
+        checkpoint_score=launch.checkpoint_score,
     )
     text = json.dumps(record.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
     (run_dir / RUN_ARGS_FILE).write_text(text, encoding="utf-8")

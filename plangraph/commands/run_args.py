@@ -23,9 +23,9 @@ MAX_SEED = 2**63 - 1
 
 
 class RunArgs(BaseModel):
-    """The contents of ``run.json`` (all keys required but ``imports`` and the
-    ``evaluation_*`` ones, which older runs lack; ``--resume`` fills in the rest of its
-    command line from them)."""
+    """The contents of ``run.json`` (all keys required but ``imports``, ``evaluation_*``,
+    ``keep_checkpoints`` and ``checkpoint_score``, which older runs lack; ``--resume``
+    fills in the rest of its command line from them)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
@@ -41,6 +41,8 @@ class RunArgs(BaseModel):
     )
     evaluation_interval: int = Field(0, ge=0, description="iterations between evaluations")
     evaluation_episodes: int = Field(10, ge=1, description="episodes per evaluation")
+    keep_checkpoints: int = Field(3, ge=0, description="newest checkpoints kept (0: all)")
+    checkpoint_score: str | None = Field(None, description="result key ranking checkpoints")
 
 
 def read_run_args(run_dir: Path) -> RunArgs:

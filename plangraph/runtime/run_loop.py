@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from plangraph.runtime.retention import Retention
 from plangraph.runtime.run_log import RunLog
 from plangraph.runtime.stopping import StopCriteria, lookup
 from plangraph.runtime.training_loop import TrainingLoop
@@ -35,6 +36,7 @@ class RunSummary:
     checkpoint: Path | None
     interrupted: bool
     last_evaluation: Mapping[str, float] | None = None  # the run's last ``evaluation``
+    best: Path | None = None  # the best checkpoint kept (``retention``), if scored
 
 
 def _fmt(value: Any, spec: str = ",.0f") -> str:
@@ -104,6 +106,7 @@ def train_until(
     tensorboard: bool = True,
     max_iterations: int | None = None,
     console: Console | None = None,
+    retention: Retention | None = None,
 ) -> RunSummary:
     """Call ``algo.train()`` until ``stop`` is met (or ``max_iterations``, or Ctrl-C).
 
@@ -111,7 +114,8 @@ def train_until(
     every ``checkpoint_every`` iterations (0 disables periodic ones) and always at the end,
     including after Ctrl-C (the first one finishes the current iteration; a second one
     stops at once and checkpoints the state as it is; further ones are ignored while that
-    checkpoint is written).
+    checkpoint is written). After each, ``retention`` (default: keep all) deletes the
+    checkpoints it does not keep (``plangraph.runtime.retention``).
     """
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -146,6 +150,7 @@ def train_until(
             console=console,
             progress=progress,
             started=started,
+            retention=retention,
         )
 
 
@@ -161,10 +166,20 @@ def _train_until(
     console: Console,
     progress: Any,
     started: float,
+    retention: Retention | None,
 ) -> RunSummary:
     """``train_until``'s loop, called with Ctrl-C ignored outside ``_graceful_sigint``."""
     last_saved = -1
     last_evaluation = None
+    score: Any = None  # the retention metric's last value
+
+    def save(iteration: int) -> Path:
+        path = algo.save(checkpoint_dir(run_dir, iteration))
+        if retention is not None:
+            retention.record(path, score)
+            retention.prune(run_dir)
+        return path
+
     with (
         RunLog(run_dir, tensorboard=tensorboard) as log,
         progress,
@@ -183,12 +198,15 @@ def _train_until(
             for result in loop:
                 log.write(result)
                 last_evaluation = result.get("evaluation", last_evaluation)
+                if retention is not None:
+                    value = lookup(result, retention.metric)
+                    score = value if isinstance(value, int | float) else score
                 _show(progress, task, stop, result, time.monotonic() - started)
                 if not show_progress:
                     console.print(_progress_line(result), highlight=False)
                 iteration = int(result.get("iteration", 0))
                 if checkpoint_every and iteration % checkpoint_every == 0:
-                    algo.save(checkpoint_dir(run_dir, iteration))
+                    save(iteration)
                     last_saved = iteration
         except KeyboardInterrupt:
             loop.interrupt()
@@ -199,13 +217,14 @@ def _train_until(
     if iteration > 0:
         checkpoint = checkpoint_dir(run_dir, iteration)
         if iteration != last_saved:
-            algo.save(checkpoint)  # Ctrl-C ignored here (train_until)
+            save(iteration)  # Ctrl-C ignored here (train_until)
     return RunSummary(
         result=final,
         reason=loop.reason,
         checkpoint=checkpoint,
         interrupted=loop.interrupted,
         last_evaluation=last_evaluation,
+        best=run_dir / "checkpoints" / retention.best if retention and retention.best else None,
     )
 
 

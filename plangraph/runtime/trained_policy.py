@@ -27,21 +27,34 @@ from plangraph.errors import BuildError, CheckpointError
 __all__ = ["TrainedPolicy", "find_checkpoint", "load_policy"]
 
 
-def find_checkpoint(path: str | os.PathLike[str]) -> Path:
+def find_checkpoint(path: str | os.PathLike[str], *, best: bool = False) -> Path:
     """``path`` itself when it is a checkpoint directory (it holds ``algorithm.json``), else
-    the newest complete checkpoint of the run directory ``path``.
+    the newest complete checkpoint of the run directory ``path`` (``best``: the best one by
+    the run's ``--checkpoint-score``, ``plangraph.runtime.retention``).
 
     Raises:
-        CheckpointError: ``path`` is neither, or the run has no checkpoint yet.
+        CheckpointError: ``path`` is neither, the run has no checkpoint yet, or (``best``)
+            it recorded no scored checkpoint.
     """
     from plangraph.runtime.algorithm import META_FILE
+    from plangraph.runtime.retention import best_checkpoint
     from plangraph.runtime.run_loop import latest_checkpoint
 
     path = Path(path)
     if (path / META_FILE).is_file():
+        if best:
+            raise CheckpointError(f"{path} is a checkpoint; best picks one of a run directory")
         return path
     if not path.is_dir():
         raise CheckpointError(f"{path}: no such run or checkpoint directory")
+    if best:
+        chosen = best_checkpoint(path)
+        if chosen is None:
+            raise CheckpointError(
+                f"{path}: no best checkpoint recorded (checkpoints/checkpoints.json names none "
+                "with a score yet); evaluate the newest one without --best"
+            )
+        return chosen
     found = latest_checkpoint(path)
     if found is None:
         raise CheckpointError(
@@ -157,12 +170,15 @@ def load_policy(
     *,
     env: Any = None,
     resource: str | None = None,
+    best: bool = False,
 ) -> TrainedPolicy:
     """Restore the learner policy of a checkpoint (or of a run directory's newest one).
 
     Args:
         checkpoint: a checkpoint directory (``runs/X/checkpoints/iter_NNNNNN``) or a run
             directory.
+        best: of a run directory, take the best checkpoint by its ``--checkpoint-score``
+            instead of the newest.
         env: the env, as an id or a creator; default: the plan's env id, which must be
             registered in this process (import the module that registers it first).
         resource: the WorkerSet resource id (default: the first by id).
@@ -177,7 +193,7 @@ def load_policy(
     from plangraph.runtime.algorithm import Checkpoint
     from plangraph.runtime.build_context import resolve_worker_env
 
-    path = find_checkpoint(checkpoint)
+    path = find_checkpoint(checkpoint, best=best)
     ckpt = Checkpoint.load(path)
     rid, params = _worker_set_params(path, resource)
     if rid not in ckpt.state["policies"]:
