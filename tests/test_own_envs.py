@@ -58,6 +58,13 @@ def test_a_plan_file_that_registers_its_env_trains_on_two_ray_workers(tmp_path: 
     assert [r["num_env_steps_sampled"] for r in lines] == [128, 256, 384]
     assert lines[-1]["episodes_total"] > 0
     assert -2.0 <= lines[-1]["episode_return_mean"] <= 1.0  # the corridor's return range
+    # The run directory never imports code: eval says what to pass, and then plays.
+    refused = plangraph_cli("eval", str(run_dir), cwd=tmp_path)
+    assert refused.returncode == 2
+    assert f"pass --import {plan}" in refused.stderr
+    played = plangraph_cli("eval", str(run_dir), "--import", str(plan), cwd=tmp_path)
+    assert played.returncode == 0, played.stderr
+    assert "env PlangraphTest/PlanCorridor-v0" in played.stdout
 
 
 @pytest.mark.usefixtures("ray_session")
@@ -150,3 +157,36 @@ def test_an_import_that_raises_names_the_file_and_line(tmp_path: Path) -> None:
     problem = import_user_modules([str(bad)])
     assert problem == (f"--import {bad}: importing it raised ValueError: no envs today ({bad}:3)")
     assert "broken_envs_mod" not in sys.modules
+
+
+USER_OP = '''
+from pydantic import Field
+
+from plangraph.ops import OpParams, register_op
+
+
+@register_op(category="combine", apply="filter", inputs=["SampleBatch"], output="SampleBatch")
+class MinRows(OpParams):
+    """Keep batches of at least ``rows`` rows."""
+
+    rows: int = Field(1, ge=1, description="Rows (env steps).")
+'''
+
+
+def test_a_json_plan_uses_an_operator_from_an_imported_module(tmp_path: Path) -> None:
+    module = tmp_path / "my_ops.py"
+    module.write_text(USER_OP)
+    plan = json.loads(PPO.read_text())
+    plan.pop("$schema")
+    plan["nodes"]["keep"] = {"op": "MinRows", "inputs": ["concat"], "params": {"rows": 8}}
+    plan["nodes"]["train"]["inputs"] = ["keep"]
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(plan))
+    without = plangraph_cli("validate", str(path), cwd=tmp_path)
+    assert without.returncode == 1 and "PG110" in without.stdout
+    with_it = plangraph_cli("validate", str(path), "--import", str(module), cwd=tmp_path)
+    assert with_it.returncode == 0, with_it.stdout + with_it.stderr
+    # A module name works from the directory that holds it, as with `python -m`.
+    described = plangraph_cli("ops", "MinRows", "--import", "my_ops", cwd=tmp_path)
+    assert described.returncode == 0, described.stderr
+    assert described.stdout.startswith("MinRows  [combine]")

@@ -96,6 +96,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _play(args: argparse.Namespace) -> int:
+    from plangraph.errors import BuildError
     from plangraph.runtime.trained_policy import load_policy
     from plangraph.runtime.video import VideoWriter, check_video_extra
 
@@ -105,7 +106,15 @@ def _play(args: argparse.Namespace) -> int:
         # pygame renders gymnasium's classic-control envs; without a display it needs no
         # window for rgb_array frames.
         os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
-    agent = load_policy(args.path, env=args.env, best=args.best)
+    try:
+        agent = load_policy(args.path, env=args.env, best=args.best)
+    except BuildError as exc:
+        if "not a registered gymnasium env" not in str(exc):
+            raise
+        from plangraph.commands.run_args import RUN_ARGS_FILE, registration_hint
+
+        run_dir = args.path if (args.path / RUN_ARGS_FILE).is_file() else args.path.parent.parent
+        raise BuildError(f"{exc}{registration_hint(run_dir)}") from None
     writer = None
     if args.video is not None:
         probe = agent.env()

@@ -338,7 +338,12 @@ def _train(launch: _Launch, args: argparse.Namespace) -> int:
             evaluation_episodes=launch.evaluation_episodes,
         )
     except BuildError as exc:
-        return _error(str(exc))
+        hint = ""
+        if args.resume is not None and "not a registered gymnasium env" in str(exc):
+            from plangraph.commands.run_args import registration_hint
+
+            hint = registration_hint(args.resume)
+        return _error(f"{exc}{hint}")
     # After the build, so that a refused build is one line of error and nothing else.
     console.print(
         f"[bold]plangraph run[/bold] {launch.plan_path} -> {run_dir}",

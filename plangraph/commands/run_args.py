@@ -72,3 +72,21 @@ def read_run_args(run_dir: Path) -> RunArgs:
         raise CheckpointError(
             f"{path}: {where}: {err['msg']}{more}; the file is corrupt or was edited"
         ) from None
+
+
+def registration_hint(run_dir: Path) -> str:
+    """For an env the run may have registered itself: ``"; if the run's plan or modules
+    registered it, pass --import P.py"`` (its Python plan and ``--import`` modules, from
+    ``run_dir/run.json``); ``""`` when there are none. Never imports anything: it only
+    names what to pass."""
+    try:
+        saved = read_run_args(run_dir)
+    except CheckpointError:
+        return ""
+    names = list(saved.imports)
+    if saved.plan.endswith(".py") and saved.plan not in names:
+        names.append(saved.plan)
+    if not names:
+        return ""
+    flags = " ".join(f"--import {n}" for n in names)
+    return f"; if the run's plan or modules registered it, pass {flags}"
