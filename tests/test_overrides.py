@@ -78,12 +78,13 @@ def test_a_runs_saved_plan_takes_paths_and_explains_config_keys() -> None:
 
 
 def test_run_takes_the_same_options_and_refuses_a_typo_before_ray(
-    capsys: pytest.CaptureFixture[str],
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import sys
-
+    monkeypatch.chdir(tmp_path)
     rc = cli.main(["run", str(PPO), "-c", "nodes.train.num_sgd_itr=3", "--max-iterations", "1"])
-    _out, err = capsys.readouterr()
+    out, err = capsys.readouterr()
     assert rc == 1
     assert "PG119" in err and "did you mean: 'num_sgd_iter'?" in err
-    assert "ray" not in sys.modules or not sys.modules["ray"].is_initialized()
+    # Refused while compiling: no run header (printed once built), no run directory.
+    assert "plangraph run" not in out + err.replace("plangraph run: ", "")
+    assert list(tmp_path.iterdir()) == []
