@@ -21,6 +21,7 @@ COMMANDS: tuple[str, ...] = (
     "render",
     "diff",
     "run",
+    "eval",
     "profile",
     "explain",
     "schema",

@@ -12,6 +12,7 @@ import json
 import sys
 from typing import Any
 
+from plangraph.commands.user_modules import add_import_option, import_user_modules
 from plangraph.commands.validate import (
     add_config_option,
     analyze_safely,
@@ -37,6 +38,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="text (default) or json (the compiled graph plus diagnostics)",
     )
     add_config_option(p)
+    add_import_option(p)
     return p
 
 
@@ -45,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
     if isinstance(overrides, str):
         print(f"plangraph explain: error: {overrides}", file=sys.stderr)
         return 2
-    problem = check_paths([args.plan])
+    problem = import_user_modules(args.imports) or check_paths([args.plan])
     if problem:
         print(f"plangraph explain: error: {problem}", file=sys.stderr)
         return 2

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from plangraph.commands.user_modules import add_import_option, import_user_modules
 from plangraph.commands.validate import (
     add_config_option,
     analyze_safely,
@@ -62,6 +63,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         "items/s on the edges (`plangraph profile RUN_DIR` also prints the table)",
     )
     add_config_option(p)
+    add_import_option(p)
     return p
 
 
@@ -85,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
     if isinstance(overrides, str):
         _say(f"error: {overrides}")
         return EXIT_USAGE
-    problem = check_paths([args.plan])
+    problem = import_user_modules(args.imports) or check_paths([args.plan])
     if problem:
         _say(f"error: {problem}")
         return EXIT_USAGE

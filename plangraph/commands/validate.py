@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from plangraph.commands.user_modules import add_import_option, import_user_modules
+
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
@@ -26,6 +28,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--format", choices=("text", "json"), default="text", help="output format (text)"
     )
     add_config_option(p)
+    add_import_option(p)
     p.add_argument("-q", "--quiet", action="store_true", help="print only diagnostics")
     target = p.add_argument_group(
         "target machine",
@@ -91,8 +94,10 @@ def add_config_option(p: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="override a config default (VALUE is JSON, else a string); repeatable, "
-        "e.g. --set train_batch_size=4000 (-c/--config are the same option)",
+        help="override a config key or, by a dotted path, a node or resource param (VALUE "
+        "is JSON, else a string); repeatable, e.g. --set train_batch_size=4000, --set "
+        "nodes.train.num_sgd_iter=5, --set workers.policy.lr=0.001 (-c/--config are the "
+        "same option)",
     )
 
 
@@ -159,6 +164,10 @@ def run(args: argparse.Namespace) -> int:
     overrides = parse_overrides(args.config)
     if isinstance(overrides, str):
         print(f"plangraph validate: error: {overrides}", file=sys.stderr)
+        return 2
+    problem = import_user_modules(args.imports)
+    if problem:
+        print(f"plangraph validate: error: {problem}", file=sys.stderr)
         return 2
     problem = check_paths(args.plans)
     if problem:

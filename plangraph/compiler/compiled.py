@@ -19,7 +19,7 @@ from pydantic import BaseModel
 
 from plangraph.compiler.diagnostics import Diagnostic
 from plangraph.compiler.topology import Topology
-from plangraph.ir.plan import Plan, dump_json
+from plangraph.ir.plan import Node, Plan, Resource, dump_json
 from plangraph.ir.source import Location
 from plangraph.ir.types import PortType
 from plangraph.ops.registry import OpSignature
@@ -254,6 +254,35 @@ class CompiledPlan:
     def to_json(self) -> str:
         """Deterministic JSON of :meth:`to_dict` (no source locations)."""
         return dump_json(self.to_dict()) + "\n"
+
+    def to_plan(self) -> Plan:
+        """The plan as it compiled, as a plan again: every node and resource param explicit
+        (``${key}`` references resolved, config overrides applied, defaults filled in) and
+        no ``config`` left to reference. Compiling it gives the same nodes and resources
+        (``compile(c.to_plan()).to_plan() == c.to_plan()``); a run directory's
+        ``plan.json`` and each checkpoint's hold it, so ``plangraph validate/run`` accept
+        them. Change a value with ``--set nodes.ID.PARAM=V`` / ``resources.ID.PARAM=V``.
+
+        Raises:
+            ValueError: the plan has errors (there is no resolved form to give).
+        """
+        if not self.ok:
+            raise ValueError(f"plan {self.plan.name!r} has errors; it has no resolved form")
+        resources = {
+            rid: Resource(kind=r.kind, params=_json(r.params)) for rid, r in self.resources.items()
+        }
+        nodes = {
+            nid: Node(op=self.plan.nodes[nid].op, inputs=n.inputs, params=_json(n.params))
+            for nid, n in ((nid, self.nodes[nid]) for nid in self.plan.nodes)
+        }
+        return Plan(
+            name=self.plan.name,
+            description=self.plan.description,
+            config={},
+            resources=resources,
+            nodes=nodes,
+            output=self.output,
+        )
 
     def explain(self) -> str:
         """A readable account: the checks run, the typed nodes in order, resources,

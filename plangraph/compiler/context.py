@@ -57,6 +57,19 @@ class Context:
     topology: Topology = field(default_factory=Topology)
     # what the machine (or cluster) the plan will run on has (check "capacity")
     capacity: Capacity = field(default_factory=Capacity.local)
+    # params as written plus --set paths (before ${...} resolution), and those overrides
+    # by JSON pointer (plangraph.compiler.overrides)
+    written_params: dict[str, dict[str, Any]] = field(default_factory=dict)
+    res_written_params: dict[str, dict[str, Any]] = field(default_factory=dict)
+    param_overrides: dict[str, Any] = field(default_factory=dict)
+
+    def override_hint(self, pointer: str) -> str | None:
+        """``"the value comes from --set KEY=VALUE"`` for a value a ``--set`` path put at
+        (or above) ``pointer``; None otherwise."""
+        for ptr, ov in self.param_overrides.items():
+            if pointer == ptr or pointer.startswith(ptr + "/") or ptr.startswith(pointer + "/"):
+                return f"the value comes from --set {ov.key}={_json_text(_plain(ov.value))}"
+        return None
 
     def report(
         self,
@@ -155,7 +168,10 @@ class Context:
                     node=node,
                     pointer=ptr,
                     key=True,
-                    hint=f"{what} takes: {', '.join(fields)}" if fields else None,
+                    hint=join_hints(
+                        self.override_hint(ptr),
+                        f"{what} takes: {', '.join(fields)}" if fields else None,
+                    ),
                     suggestions=close_matches(rel[-1], fields),
                 )
             elif group == "missing":
@@ -180,6 +196,7 @@ class Context:
                     pointer=ptr,
                     hint=join_hints(
                         self.config_hint(original, rel, _wanted(wants.get((ptr, group), []))),
+                        self.override_hint(ptr),
                         _field_hint(model, rel),
                     ),
                     suggestions=sugg,
@@ -237,6 +254,14 @@ class Context:
 
 def _json_text(v: Any) -> str:
     return json.dumps(v, sort_keys=True, separators=(",", ":"))
+
+
+def _plain(v: Any) -> Any:
+    if isinstance(v, Mapping):
+        return {k: _plain(x) for k, x in v.items()}
+    if isinstance(v, tuple | list):
+        return [_plain(x) for x in v]
+    return v
 
 
 def join_hints(*hints: str | None) -> str | None:

@@ -33,6 +33,12 @@ CODES: dict[str, tuple[str, Severity, str]] = {
         "error",
         "A value nested too deeply, an integer too large, or a plan with too many values.",
     ),
+    # overrides (--set)
+    "PG108": (
+        "override-shadows-config",
+        "warning",
+        "A --set path replaces a ${key} that the plan also reads elsewhere.",
+    ),
     # names and references
     "PG110": ("unknown-op", "error", "A node names an operator that is not registered."),
     "PG111": ("unknown-input", "error", "A node input names no node of the plan."),
@@ -41,7 +47,11 @@ CODES: dict[str, tuple[str, Severity, str]] = {
     "PG114": ("duplicate-id", "error", "Two nodes (or resources) share an id."),
     "PG115": ("unknown-output", "error", "The plan output names no node."),
     "PG116": ("unknown-resource-kind", "error", "A resource kind that is not registered."),
-    "PG117": ("unknown-config-override", "error", "A config override for an undeclared key."),
+    "PG117": (
+        "unknown-config-override",
+        "error",
+        "A --set override that names no config key, node or resource of the plan.",
+    ),
     "PG118": ("bad-config-ref", "error", 'A "${...}" that does not parse or evaluate.'),
     "PG119": ("unknown-param", "error", "A param the operator or resource does not take."),
     # graph shape
