@@ -108,7 +108,6 @@ def test_resume_refuses_an_incompatible_plan_and_accepts_a_compatible_one(
     assert resumed.returncode == 0, resumed.stderr
     note = resumed.stderr
     assert "note: the plan differs from the one that wrote iter_000002" in note
-    assert ": /config/lr: 0.005 -> 0.001" in note
     assert ": /resources/workers/params/policy/lr: 0.005 -> 0.001" in note
     assert ": /nodes/metrics/params/metrics_window: 100 -> 20" in note
     assert "resumed from" in note

@@ -443,7 +443,9 @@ def diff_plans(
         b_label=b_label if b_label is not None else b.name,
         name=(a.name, b.name) if a.name != b.name else None,
         output=(a.output, b.output) if a.output != b.output else None,
-        config=diff_values(a.config, b.config),
+        # A run's saved plan has every param written out and no config: only the resolved
+        # params (compared below) say what changed, so its missing config is no change.
+        config=diff_values(a.config, b.config) if a.config and b.config else (),
         order=order,
         nodes_added=tuple(n for n in b.nodes if n not in a.nodes),
         nodes_removed=tuple(n for n in a.nodes if n not in b.nodes),

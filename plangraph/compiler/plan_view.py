@@ -172,10 +172,9 @@ def read_saved_view(path: str | os.PathLike[str]) -> PlanView:
             "or was edited"
         ) from None
     if not is_saved_form(data):
-        raise CheckpointError(
-            f"{path}: not a saved plan (the compiled form plangraph run writes, with "
-            '"output_type"); pass a plan file or a run directory instead'
-        )
+        # Runs now save a plan (``CompiledPlan.to_plan()``, every param explicit) rather
+        # than the compiled form; compiling it gives the view of the plan that ran.
+        return _compiled_view(path)
     try:
         return PlanView.model_validate(_known(data))
     except ValidationError as exc:
@@ -187,6 +186,19 @@ def read_saved_view(path: str | os.PathLike[str]) -> PlanView:
             f"{where or path}: {pointer}: {err['msg']}{more}; the saved plan is corrupt or "
             "was edited"
         ) from None
+
+
+def _compiled_view(path: Path) -> PlanView:
+    from plangraph.compiler import analyze
+
+    compiled = analyze(path)
+    if not compiled.ok:
+        first = next(d for d in compiled.diagnostics if d.severity == "error")
+        raise CheckpointError(
+            f"{path}: not a valid saved plan: {first.message}; the saved plan is corrupt or "
+            "was edited"
+        )
+    return PlanView.from_compiled(compiled)
 
 
 def load_view(path: str | os.PathLike[str], config: Mapping[str, Any] | None = None) -> PlanView:
