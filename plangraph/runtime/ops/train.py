@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -20,7 +20,7 @@ from plangraph.runtime.counters import (
     TRAINED,
     WEIGHT_SYNCS,
 )
-from plangraph.runtime.implementations import register_lowering, timed
+from plangraph.runtime.implementations import register_lowering, register_map
 from plangraph.runtime.items import GradInfo, TrainInfo, scalar_stats
 
 
@@ -28,8 +28,8 @@ def _broadcast(ctx: BuildContext, ws: Any) -> None:
     ws.sync_weights(ctx.run_state.global_vars())
 
 
-@register_lowering("TrainOneStep")
-def _train_one_step(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIterator[Any]:
+@register_map("TrainOneStep")
+def _train_one_step(node: Any, ctx: BuildContext) -> Callable[[Any], Any]:
     p = node.params
     ws = ctx.worker_set(p.workers)
     # Prioritized replay upstream: TD errors of each update become the new priorities.
@@ -63,11 +63,11 @@ def _train_one_step(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIte
                 _broadcast(ctx, ws)
         return TrainInfo(scalars, count)
 
-    return inputs[0].for_each(timed(node.id, train), name=node.id)
+    return train
 
 
-@register_lowering("ComputeGradients")
-def _compute_gradients(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIterator[Any]:
+@register_map("ComputeGradients")
+def _compute_gradients(node: Any, ctx: BuildContext) -> Callable[[Any], Any]:
     ws = ctx.worker_set(node.params.workers)
 
     def compute(batch: Any) -> GradInfo:
@@ -79,7 +79,7 @@ def _compute_gradients(node: Any, inputs: list[Any], ctx: BuildContext) -> Local
         terms = policy.advantage_norm_terms(batch)
         return GradInfo(list(grads), batch.env_steps(), scalars, terms)
 
-    return inputs[0].for_each(timed(node.id, compute), name=node.id)
+    return compute
 
 
 def average_gradients(infos: list[GradInfo]) -> GradInfo:
@@ -141,13 +141,13 @@ def average_gradients(infos: list[GradInfo]) -> GradInfo:
     return GradInfo(grads, total, stats, pooled)
 
 
-@register_lowering("AverageGradients")
-def _average_gradients(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIterator[Any]:
-    return inputs[0].for_each(timed(node.id, average_gradients), name=node.id)
+@register_map("AverageGradients")
+def _average_gradients(node: Any, ctx: BuildContext) -> Callable[[Any], Any]:
+    return average_gradients
 
 
-@register_lowering("ApplyGradients")
-def _apply_gradients(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIterator[Any]:
+@register_map("ApplyGradients")
+def _apply_gradients(node: Any, ctx: BuildContext) -> Callable[[Any], Any]:
     p = node.params
     ws = ctx.worker_set(p.workers)
 
@@ -163,11 +163,11 @@ def _apply_gradients(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIt
             _broadcast(ctx, ws)
         return TrainInfo(stats, info.count)
 
-    return inputs[0].for_each(timed(node.id, apply), name=node.id)
+    return apply
 
 
-@register_lowering("UpdateTarget")
-def _update_target(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIterator[Any]:
+@register_map("UpdateTarget")
+def _update_target(node: Any, ctx: BuildContext) -> Callable[[Any], Any]:
     p = node.params
     ws = ctx.worker_set(p.workers)
     lock = ctx.policy_lock(p.workers)
@@ -187,7 +187,7 @@ def _update_target(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIter
             metrics.counters[last_key] = now
         return item
 
-    return inputs[0].for_each(timed(node.id, update), name=node.id)
+    return update
 
 
 # -- asynchronous learning (IMPALA/APPO) ----------------------------------------------------
@@ -195,8 +195,8 @@ def _update_target(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIter
 _DEQUEUE_WAIT_S = 0.05
 
 
-@register_lowering("Enqueue")
-def _enqueue(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIterator[Any]:
+@register_map("Enqueue")
+def _enqueue(node: Any, ctx: BuildContext) -> Callable[[Any], Any]:
     import queue
 
     learner = ctx.learner(node.params.queue)
@@ -213,7 +213,7 @@ def _enqueue(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIterator[A
         get_metrics().counters[ENQUEUED] += batch.env_steps()
         return batch
 
-    return inputs[0].for_each(timed(node.id, enqueue), name=node.id)
+    return enqueue
 
 
 @register_lowering("Dequeue")
@@ -246,8 +246,8 @@ def _dequeue(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIterator[A
     return LocalIterator(base, name=node.id)
 
 
-@register_lowering("UpdateWorkerWeights")
-def _update_worker_weights(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIterator[Any]:
+@register_map("UpdateWorkerWeights")
+def _update_worker_weights(node: Any, ctx: BuildContext) -> Callable[[Any], Any]:
     p = node.params
     ws = ctx.worker_set(p.workers)
     ws_id = resource_id(p.workers)
@@ -281,4 +281,4 @@ def _update_worker_weights(node: Any, inputs: list[Any], ctx: BuildContext) -> L
         get_metrics().counters[WEIGHT_SYNCS] += 1
         return batch
 
-    return inputs[0].for_each(timed(node.id, sync), name=node.id)
+    return sync
