@@ -9,9 +9,11 @@ from typing import Any
 
 from plangraph.commands.validate import (
     add_config_option,
+    add_pass_option,
     analyze_safely,
     check_paths,
     parse_overrides,
+    parse_passes,
 )
 
 EXIT_OK = 0
@@ -54,6 +56,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         help="exit with status 1 after drawing when the plan has errors",
     )
     add_config_option(p)
+    add_pass_option(p)
     return p
 
 
@@ -77,6 +80,10 @@ def run(args: argparse.Namespace) -> int:
     if isinstance(overrides, str):
         _say(f"error: {overrides}")
         return EXIT_USAGE
+    disabled = parse_passes(args.no_pass)
+    if isinstance(disabled, str):
+        _say(f"error: {disabled}")
+        return EXIT_USAGE
     problem = check_paths([args.plan])
     if problem:
         _say(f"error: {problem}")
@@ -86,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
         _say(f"error: {UnsupportedFormatError(out, SUFFIXES)}")
         return EXIT_USAGE
 
-    compiled = analyze_safely(args.plan, overrides)
+    compiled = analyze_safely(args.plan, overrides, disabled)
     if compiled is None:
         return EXIT_PLAN_ERRORS
 

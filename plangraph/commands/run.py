@@ -45,6 +45,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         help="stop when result[KEY] >= VALUE (repeatable; any one stops), "
         "e.g. --stop episode_return_mean=475 --stop num_env_steps_sampled=300000",
     )
+    from plangraph.commands.validate import add_pass_option
+
+    add_pass_option(p)
     p.add_argument("--seed", type=int, default=0, help="run seed (default 0)")
     p.add_argument("--address", help="Ray cluster address to join (default: start Ray here)")
     p.add_argument("--out", type=Path, help="run directory (default: runs/<plan>-<env>-<time>)")
@@ -74,6 +77,7 @@ class _Launch:
     num_workers: int | None
     seed: int
     overrides: dict[str, Any]
+    no_pass: tuple[str, ...]
     stop: Any
     run_dir: Path
     checkpoint: Any  # a loaded plangraph.runtime.algorithm.Checkpoint, or None
@@ -147,12 +151,17 @@ def _prepare(args: argparse.Namespace) -> _Launch | int:
     if not stop.thresholds and args.max_iterations is None:
         return _error("give a stop criterion, e.g. --stop episode_return_mean=475")
 
-    from plangraph.commands.validate import analyze_safely, check_paths
+    from plangraph.commands.validate import analyze_safely, check_paths, parse_passes
 
+    # A resumed run keeps the passes it ran with, unless --no-pass says otherwise.
+    no_pass = list(args.no_pass) or (list(saved.no_pass) if saved else [])
+    disabled = parse_passes(no_pass)
+    if isinstance(disabled, str):
+        return _error(disabled)
     problem = check_paths([plan_path])
     if problem:
         return _error(problem)
-    compiled = analyze_safely(plan_path, overrides)
+    compiled = analyze_safely(plan_path, overrides, disabled)
     if compiled is None:
         return 1
     for d in compiled.diagnostics:
@@ -218,6 +227,7 @@ def _prepare(args: argparse.Namespace) -> _Launch | int:
         num_workers=num_workers,
         seed=saved.seed if saved is not None else args.seed,
         overrides=overrides,
+        no_pass=tuple(sorted(disabled)),
         stop=stop,
         run_dir=run_dir,
         checkpoint=checkpoint,
@@ -312,6 +322,7 @@ def _write_run_files(launch: _Launch) -> None:
         num_workers=launch.num_workers,
         seed=launch.seed,
         overrides=launch.overrides,
+        no_pass=list(launch.no_pass),
         stop=dict(launch.stop.thresholds),
     )
     text = json.dumps(record.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"

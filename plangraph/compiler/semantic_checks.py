@@ -340,28 +340,34 @@ def _check_concat(
     if want % per_item == 0:
         frag = _closest_divisor(want // per_item, ws.rollout_fragment_length)
         times = want // (per_item * frag)
-        fixes.append(
+        fix = (
             f"set rollout_fragment_length to {frag} (/resources/{rid}/params/"
             f"rollout_fragment_length), so that {_count(times, unit)} of {per_item * frag} "
             f"env steps make{'s' if times == 1 else ''} exactly {want}"
         )
+        if want % per_round == 0 and "rollout-sizing" not in ctx.disabled_passes:
+            auto = want // per_round
+            fix += (
+                ', or to "auto" (the compiler sizes it so, also when the batch or the '
+                "workers change)"
+                if auto == frag
+                else f', or to "auto" ({auto}: one round of {want})'
+            )
+        fixes.append(fix)
     lower = (want // item) * item
     sizes = " or ".join(str(s) for s in (lower, got) if s > 0)
     fixes.append(
         ctx.config_hint(node.params, ["min_batch_size"], f"a multiple of {item}, e.g. {sizes}")
         or f"set min_batch_size to a multiple of {item}, e.g. {sizes}"
     )
-    if want % per_round == 0 and not how and "rollout-sizing" not in ctx.disabled_passes:
-        fixes.append(
-            f'or set rollout_fragment_length to "auto" (/resources/{rid}/params/'
-            "rollout_fragment_length): pass rollout-sizing then sizes it for this batch"
-        )
+    if how and "rollout-sizing" in ctx.disabled_passes:
+        fixes.append('compile without --no-pass rollout-sizing, which sizes "auto" for the batch')
     ctx.report(
         "PG174",
         message,
         node=nid,
         pointer=pointer,
-        hint="; or ".join(fixes[:2]) + "".join(f"; {f}" for f in fixes[2:]),
+        hint="; or ".join(fixes),
     )
 
 
