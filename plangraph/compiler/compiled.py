@@ -296,6 +296,7 @@ class CompiledPlan:
             found = f"  [{p.diagnostics} found]" if p.diagnostics else ""
             lines.append(f"  {i:2d}. {p.name:<{w}}  {p.doc}{found}")
         lines += ["", *self._explain_passes()]
+        lines += ["", *self._explain_placement()]
         lines += ["", "nodes (topological order; they run in the driver unless marked):"]
         executed = self.executed
         wid = max((len(n) for n in self.nodes), default=0)
@@ -333,6 +334,33 @@ class CompiledPlan:
         for d in self.diagnostics:
             lines += ["  " + x for x in d.format().splitlines()]
         return "\n".join(lines) + "\n"
+
+    def _explain_placement(self) -> list[str]:
+        """Where each node's work runs after the passes, one line per place; a fused
+        stage is shown once, as ``a+b``."""
+        groups: dict[str, list[str]] = {p: [] for p in PLACEMENTS}
+        for n in self.nodes.values():
+            if n.stage and n.stage[0] != n.id:
+                continue
+            name = "+".join(n.stage) if n.stage else n.id
+            if n.placement == "actors" and n.host:
+                name += f" (moved, after {n.host})"
+            elif n.placement == "learner thread" and n.host:
+                name += f" (its batches train in {n.host})"
+            elif n.stage:
+                name += " (one stage)"
+            groups.get(n.placement, groups["driver"]).append(name)
+        labels = {
+            "driver": "driver",
+            "actors": "rollout workers",
+            "learner thread": "learner thread",
+        }
+        w = max(len(v) for v in labels.values())
+        out = ["placement after the passes:"]
+        for place in PLACEMENTS:
+            if groups[place]:
+                out += _wrap(f"{labels[place]:<{w}}  {', '.join(groups[place])}", "  ")
+        return out
 
     def _explain_passes(self) -> list[str]:
         if not self.optimisations:

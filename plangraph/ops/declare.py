@@ -61,7 +61,8 @@ def register_op(
     ``rowwise=True`` adds that each output row depends on the same input row only
     (``f(concat(a, b)) == concat(f(a), f(b))``, e.g. clipping rewards, but not
     standardising a column), which a bulk-sync source needs: it concatenates the workers'
-    fragments. Raises
+    fragments (bit for bit only where a row's arithmetic does not depend on the number of
+    rows: elementwise numpy does not; a BLAS matrix product may round otherwise). Raises
     ``RegistrationError`` (a ``ValueError``) if the name is taken (unless ``replace``) or
     the signature is inconsistent (e.g. a for_each op without exactly one input).
 
