@@ -140,11 +140,37 @@ def test_unknown_pass_names_are_refused_with_a_did_you_mean(
         plangraph.compile(PLANS / "dqn.json", disable_passes=["map-fuson"])
     with pytest.raises(UnknownPassError, match="the passes: rollout-sizing, worker-side-maps"):
         analyze(PLANS / "dqn.json", disable_passes=["nope"])
-    for command in ("validate", "explain", "render"):
-        rc = main([command, "--no-pass", "broadcast-coalesing", "plans/dqn.json"])
+    for command in ("validate", "explain", "render", "run"):
+        extra = ["--max-iterations", "1"] if command == "run" else []
+        rc = main([command, "--no-pass", "broadcast-coalesing", *extra, "plans/dqn.json"])
         err = capsys.readouterr().err
         assert rc == 2, command
         assert "did you mean broadcast-coalescing?" in err, command
+
+
+def test_a_resumed_run_keeps_the_passes_it_ran_with(tmp_path: Path) -> None:
+    """run.json records --no-pass; --resume compiles with it (no Ray: the launch only)."""
+    from plangraph.cli import build_parser
+    from plangraph.commands.run import _prepare
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    saved = {"plan": "plans/dqn.json", "env": None, "num_workers": None, "seed": 0,
+             "overrides": {}, "stop": {"iteration": 5.0}, "no_pass": ["map-fusion"]}  # fmt: skip
+    (run_dir / "run.json").write_text(json.dumps(saved))
+    (run_dir / "plan.source.json").write_text((PLANS / "dqn.json").read_text())
+    launch = _prepare(build_parser().parse_args(["run", "--resume", str(run_dir)]))
+    assert not isinstance(launch, int)
+    assert launch.compiled.disabled_passes == {"map-fusion"}
+    assert launch.no_pass == ("map-fusion",)
+    args = build_parser().parse_args(["run", "--resume", str(run_dir), "--no-pass", "all"])
+    launch = _prepare(args)
+    assert not isinstance(launch, int) and launch.compiled.disabled_passes == set(pass_names())
+    # a run.json written before the passes existed has no "no_pass": every pass runs
+    del saved["no_pass"]
+    (run_dir / "run.json").write_text(json.dumps(saved))
+    launch = _prepare(build_parser().parse_args(["run", "--resume", str(run_dir)]))
+    assert not isinstance(launch, int) and launch.compiled.disabled_passes == frozenset()
 
 
 def test_a_plan_with_errors_is_not_optimised() -> None:

@@ -91,7 +91,11 @@ CODES: dict[str, tuple[str, Severity, str]] = {
         "sgd_minibatch_size is larger than the train batch it splits.",
     ),
     # the compiler itself
-    "PG199": ("internal-check-error", "error", "A check crashed (a bug in the check)."),
+    "PG199": (
+        "internal-check-error",
+        "error",
+        "A check or an optimisation pass crashed (a bug in it, not in the plan).",
+    ),
 }
 
 
