@@ -173,6 +173,28 @@ def test_a_resumed_run_keeps_the_passes_it_ran_with(tmp_path: Path) -> None:
     assert not isinstance(launch, int) and launch.compiled.disabled_passes == frozenset()
 
 
+def test_a_pass_that_crashes_is_rolled_back_and_reported_as_pg199() -> None:
+    from plangraph.compiler import Context, load
+    from plangraph.compiler.passes import BUILTIN_PASSES, OptimisationPass, run_passes
+    from plangraph.compiler.pipeline import checks, run_checks
+
+    def broken(draft: Any) -> Any:
+        draft.params["train"] = None  # half a rewrite, then a bug
+        raise RuntimeError("oops")
+
+    loaded = load(PLANS / "dqn.json")
+    ctx = Context(plan=loaded.plan, source=loaded.source, overrides={})
+    run_checks(ctx, checks())
+    passes = (OptimisationPass("broken", "A pass with a bug", broken), *BUILTIN_PASSES)
+    draft, results = run_passes(ctx, passes=passes)
+    assert results[0].status == "not applied" and results[0].notes == ("it crashed",)
+    assert draft.params["train"] is not None  # rolled back
+    assert draft.params["train"].update_workers_every == 16  # the others still ran
+    (d,) = ctx.diagnostics
+    assert d.code == "PG199" and "pass 'broken' crashed with RuntimeError: oops" in d.message
+    assert "--no-pass broken" in (d.hint or "")
+
+
 def test_a_plan_with_errors_is_not_optimised() -> None:
     plan = _seed("dqn")
     plan["nodes"]["train"]["op"] = "TrainOneStp"

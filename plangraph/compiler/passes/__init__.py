@@ -19,7 +19,7 @@ not) are ``CompiledPlan.optimisations``; ``plangraph explain`` prints them.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from plangraph.compiler.context import Context
 from plangraph.compiler.passes import (
@@ -94,17 +94,19 @@ def check_pass_names(names: Iterable[str]) -> frozenset[str]:
 
 
 def run_passes(
-    ctx: Context, disabled: frozenset[str] = frozenset()
+    ctx: Context,
+    disabled: frozenset[str] = frozenset(),
+    passes: Sequence[OptimisationPass] = BUILTIN_PASSES,
 ) -> tuple[Draft, tuple[PassResult, ...]]:
-    """Run :data:`BUILTIN_PASSES` on a checked, error-free plan; the executed plan's draft
-    and one :class:`PassResult` per pass.
+    """Run ``passes`` (default :data:`BUILTIN_PASSES`) on a checked, error-free plan; the
+    executed plan's draft and one :class:`PassResult` per pass.
 
     A pass that raises is a bug in the pass: its changes are rolled back, it is reported
     as PG199 naming it (with ``--no-pass`` as the way round it), and the others still run.
     """
     draft = Draft.of(ctx)
     results: list[PassResult] = []
-    for p in BUILTIN_PASSES:
+    for p in passes:
         fn = p.when_off if p.name in disabled else p.run
         saved = draft.snapshot()
         try:
