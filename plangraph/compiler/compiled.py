@@ -408,7 +408,8 @@ class CompiledPlan:
             return Path(out).read_text(encoding="utf-8")
 
     def build(self, **kwargs: Any) -> Any:
-        """Lower to runtime iterators on Ray; returns an ``Algorithm``.
+        """Lower :attr:`executed` (the optimisation passes' plan) to runtime iterators on
+        Ray; returns an ``Algorithm``.
 
         Raises :class:`~plangraph.compiler.diagnostics.PlanValidationError` if the plan
         has errors.
