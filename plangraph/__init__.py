@@ -10,6 +10,8 @@ below load on first use.
   ``CompiledPlan`` with ``.diagnostics``.
 * ``plangraph.compile(plan, config=None)``: the same, raising ``PlanValidationError``
   unless the plan is clean.
+* ``plangraph.load_policy(checkpoint)``: the trained policy of a checkpoint (or a run
+  directory's newest), usable without Ray: ``.compute_actions(obs)``, ``.evaluate()``.
 * Errors: ``PlangraphError`` and one subclass per phase (``PlanError`` with
   ``PlanValidationError`` and ``PlanBuildError``, ``BuildError``, ``RegistrationError``
   with ``UnknownOperatorError``, ``RenderError``, ``OperatorError``,
@@ -40,6 +42,7 @@ __all__ = [
     "analyze",
     "compile",
     "load_plan",
+    "load_policy",
 ]
 
 _LAZY = {
@@ -50,6 +53,7 @@ _LAZY = {
     "analyze": "plangraph.compiler",
     "compile": "plangraph.compiler",
     "load_plan": "plangraph.compiler",
+    "load_policy": "plangraph.runtime.trained_policy",
     "PlangraphError": "plangraph.errors",
     "PlanError": "plangraph.errors",
     "BuildError": "plangraph.errors",
@@ -83,6 +87,7 @@ if TYPE_CHECKING:
     from plangraph.flow.errors import OperatorError
     from plangraph.ir import Plan, PlanConfig
     from plangraph.ops.builder import PlanBuildError
+    from plangraph.runtime.trained_policy import load_policy
 
 
 def __getattr__(name: str) -> Any:

@@ -16,7 +16,17 @@ import sys
 from collections.abc import Sequence
 
 # Order is the order shown in ``plangraph --help``.
-COMMANDS: tuple[str, ...] = ("validate", "render", "run", "explain", "schema", "ops")
+COMMANDS: tuple[str, ...] = (
+    "validate",
+    "render",
+    "diff",
+    "run",
+    "eval",
+    "profile",
+    "explain",
+    "schema",
+    "ops",
+)
 
 
 def _available_commands() -> list[tuple[str, object]]:

@@ -9,7 +9,9 @@ them all, or a phase to catch one kind. Each also keeps the builtin base it alwa
     │   ├── PlanValidationError    (plangraph.compiler) carries every Diagnostic found
     │   └── PlanBuildError         (plangraph.ops) a Python plan's builder call is wrong
     ├── BuildError                 a clean plan cannot be built as asked (bad override,
-    │                              unknown env id), raised before Ray starts
+    │   │                          unknown env id), raised before Ray starts
+    │   └── VideoExtraMissing      (plangraph.runtime.video) a video without the
+    │                              ``plangraph[video]`` extra installed
     ├── RegistrationError          an operator or resource kind cannot be registered
     │   └── UnknownOperatorError   ``get_op`` of a name nobody registered (also a KeyError)
     ├── RenderError                (plangraph.render) the plan cannot be drawn to a file

@@ -64,6 +64,23 @@ def test_ops_describes_a_resource_kind(capsys: pytest.CaptureFixture[str]) -> No
     assert {p["name"]: p["default"] for p in data["params"]}["learning_starts"] == 1000
 
 
+def test_ops_describes_policies_and_the_set_paths(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, _ = _run(capsys, "ops", "ppo")
+    assert rc == 0
+    assert out.startswith('ppo  [policy PPOConfig: a WorkerSet\'s "policy" with "algo": "ppo"]\n')
+    assert "    clip_param: number (default 0.2, > 0.0)\n" in out
+    assert "--set resources.ID.policy.PARAM=VALUE" in out
+    rc, out, _ = _run(capsys, "ops", "WorkerSet")
+    assert "`plangraph ops a2c` lists a policy's params" in out
+    assert "--set workers.num_envs_per_worker=4" in out
+    rc, out, _ = _run(capsys, "ops", "DQNConfig", "--format", "json")
+    data = json.loads(out)
+    assert data["kind"] == "policy" and data["name"] == "dqn"
+    assert {p["name"]: p["default"] for p in data["params"]}["n_step"] == 1
+    rc, out, _ = _run(capsys, "ops")
+    assert "policies (a WorkerSet's policy.algo): a2c, ppo, dqn, impala, appo" in out
+
+
 def test_ops_unknown_name_is_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     rc, _, err = _run(capsys, "ops", "ConcatBatch")
     assert rc == 2

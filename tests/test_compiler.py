@@ -218,7 +218,8 @@ def test_explain_lists_the_checks_run() -> None:
     for name in c.passes:
         assert name in text
     assert re.search(
-        r"\n  concurrently +Concurrently +\(SampleBatch, TrainInfo\) -> TrainInfo\n", text
+        r"\n  concurrently +Concurrently +\(SampleBatch, TrainInfo\) -> TrainInfo +\[driver\]\n",
+        text,
     )
     assert "replay: ReplayBuffer; writers: store; readers: replay_batches" in text
     assert text.rstrip().endswith("diagnostics: none")

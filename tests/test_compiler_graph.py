@@ -142,6 +142,11 @@ def test_checks_are_the_pipeline_modules_explicit_order() -> None:
         "replay-use",
         "replay-ready",
         "batch-sizes",
+        "gradient-sources",
+        "branches-produce",
+        "branch-turns",
+        "round-robin",
+        "capacity",
     ]
     c = plangraph.compile(ROOT / "plans" / "a2c.json")
     assert c.passes == ("load", *(chk.name for chk in CHECKS))

@@ -13,8 +13,16 @@ import plangraph
 from plangraph.ir import Plan
 
 ID_PREFIXES = st.sampled_from(["n", "node_", "Train-", "x.", "_s"])
-#: the codes of the checks on what a plan means for the algorithm (semantic_checks.py)
-SEMANTIC_CODES = frozenset({"PG170", "PG171", "PG172", "PG173", "PG174", "PG175"})
+#: the codes of the checks on what a plan means for the algorithm (semantic_checks.py),
+#: how its Concurrently drives the branches (merge_checks.py; e.g. a drawn
+#: WaitUntilTimestepsElapsed behind LocalReplay really hangs, PG177) and what it asks of
+#: the machine (resource_checks.py)
+SEMANTIC_CODES = frozenset(
+    {"PG170", "PG171", "PG172", "PG173", "PG174", "PG175"}
+    | {"PG176", "PG177", "PG178"}
+    | {"PG179", "PG180", "PG181"}
+    | {"PG182"}
+)
 CONFIG_KEYS = st.sampled_from(["train_batch_size", "n", "freq", "k_2", "sgd_iters"])
 
 
@@ -72,7 +80,7 @@ class _Builder:
             elif choice == "grads":
                 src, typ = self.node("ComputeGradients", [src]), "GradInfo"
             elif choice == "apply":
-                p = {"update_workers": self.draw(st.booleans())}
+                p = {"update_workers": self.draw(st.sampled_from([True, False, "source"]))}
                 src, typ = self.node("ApplyGradients", [src], p), "TrainInfo"
             elif choice == "target":
                 p = {"freq": self.value(self.draw(st.integers(0, 10_000)))}
@@ -89,9 +97,13 @@ class _Builder:
         return src, typ
 
     def branch(self, depth: int) -> tuple[str, str]:
-        mode = self.draw(st.sampled_from(["bulk_sync", "async"]))
-        src = self.node("ParallelRollouts", [], {"mode": mode})
-        src, typ = self.chain(src, "SampleBatch", depth)
+        if self.draw(st.integers(0, 3)) == 0:  # gradients computed on the rollout workers
+            src = self.node("AsyncGradients", [], {"num_async": self.draw(st.integers(1, 3))})
+            src, typ = self.chain(src, "GradInfo", depth)
+        else:
+            mode = self.draw(st.sampled_from(["bulk_sync", "async"]))
+            src = self.node("ParallelRollouts", [], {"mode": mode})
+            src, typ = self.chain(src, "SampleBatch", depth)
         if depth > 0 and self.draw(st.booleans()):
             # a diamond: duplicate, extend both copies, merge them again
             dup = self.node("Duplicate", [src])

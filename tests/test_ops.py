@@ -67,6 +67,7 @@ def test_params_models_are_strict_and_documented() -> None:
     }
     assert workers_ops == {
         "ParallelRollouts",
+        "AsyncGradients",
         "TrainOneStep",
         "ComputeGradients",
         "ApplyGradients",

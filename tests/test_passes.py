@@ -213,21 +213,24 @@ def test_explain_json_has_what_each_pass_did_and_the_placement(
     change = by_name["broadcast-coalescing"]["changes"][0]
     assert change["target"] == "node 'train'"
     assert change["after"].startswith("update_workers_every=16")
-    assert data["placement"]["rollouts"]["placement"] == "actors"
-    assert data["placement"]["train"]["stage"] == ["train", "target"]
+    assert data["placement"]["rollouts"] == "rollout workers (actors)"
+    assert data["placement"]["train"] == "driver, fused stage train+target"
+    assert data["execution"]["rollouts"]["placement"] == "actors"
+    assert data["execution"]["train"]["stage"] == ["train", "target"]
     assert data["executed"]["nodes"]["train"]["params"]["update_workers_every"] == 16
     assert data["nodes"]["train"]["params"]["update_workers_every"] == 1
 
 
 def test_explain_shows_where_each_node_runs() -> None:
     text = plangraph.compile(PLANS / "impala.json").explain()
-    assert "[on rollout workers]" in text.split("\n  rollouts ", 1)[1].split("\n")[0]
+    assert text.split("\n  rollouts ", 1)[1].split("\n")[0].endswith("[rollout workers (actors)]")
     enqueue = text.split("\n  enqueue ", 1)[1].split("\n")[0]
-    assert enqueue.endswith("[trains in learner thread 'learner']")
+    assert enqueue.endswith("[driver, feeds learner thread @learner]")
     assert "\n  learner thread   enqueue (its batches train in learner)\n" in text
     assert "\n  driver           sync, concat, dequeue, concurrently, metrics\n" in text
     text = plangraph.compile(PLANS / "dqn.json").explain()
-    assert text.split("\n  target ", 1)[1].split("\n")[0].endswith("[fused stage train+target]")
+    target = text.split("\n  target ", 1)[1].split("\n")[0]
+    assert target.endswith("[driver, fused stage train+target]")
     assert "\n  driver           store, replay_batches, train+target (one stage)," in text
     assert "\n  rollout workers  rollouts\n" in text
 
@@ -339,7 +342,9 @@ def test_a_rowwise_pure_map_after_bulk_sync_rollouts_moves_onto_the_workers(
     assert (m.placement, m.host) == ("actors", "rollouts")
     assert rollouts.worker_maps == ("m",)
     line = c.explain().split("\n  m ", 1)[1].split("\n")[0]
-    assert line.endswith("[on the rollout workers of 'rollouts', moved by pass worker-side-maps]")
+    assert line.endswith(
+        "[rollout workers (actors), moved after rollouts by pass worker-side-maps]"
+    )
     assert "\n  rollout workers  rollouts, m (moved, after rollouts)\n" in c.explain()
     assert "ScaleColumn · on rollout workers" in c.to_dot()
     off = plangraph.compile(plan, disable_passes=["worker-side-maps"])
@@ -484,6 +489,10 @@ def test_a_hand_set_update_workers_every_is_kept() -> None:
     r = _result(c, "broadcast-coalescing")
     assert r.notes == ("node 'train': update_workers_every=3 is set in the plan, which is kept",)
     assert c.executed.nodes["train"].params.update_workers_every == 3
+    # 1, the default, written out (as a run's plan.json writes every value) is merged
+    plan["nodes"]["train"]["params"]["update_workers_every"] = 1
+    c = plangraph.compile(plan)
+    assert c.executed.nodes["train"].params.update_workers_every == 16
 
 
 def test_another_trainer_of_the_same_workers_keeps_the_broadcasts() -> None:

@@ -29,7 +29,7 @@ from plangraph.render.style import ERROR_COLOR, PASSIVE_EDGE
 ROOT = Path(__file__).resolve().parents[1]
 PLANS = ROOT / "plans"
 SNAPSHOTS = Path(__file__).resolve().parent / "snapshots" / "render"
-SEED_PLANS = ("ppo", "a2c", "a2c_microbatch", "dqn", "impala", "appo")
+SEED_PLANS = ("ppo", "a2c", "a2c_microbatch", "dqn", "impala", "appo", "a3c")
 UPDATE = os.environ.get("PLANGRAPH_UPDATE_SNAPSHOTS") == "1"
 
 

@@ -45,8 +45,8 @@ def test_run_writes_logs_checkpoints_and_resumes_in_a_new_process(tmp_path: Path
     assert lines[-1]["num_env_steps_sampled"] == 320
     assert (run_dir / "plan.json").exists() and (run_dir / "plan.dot").exists()
     assert list(run_dir.glob("events.out.tfevents.*"))
-    ckpts = sorted(p.name for p in (run_dir / "checkpoints").iterdir())
-    assert ckpts == ["iter_000002", "iter_000004", "iter_000005"]
+    ckpts = sorted(p.name for p in (run_dir / "checkpoints").glob("iter_*"))
+    assert ckpts == ["iter_000002", "iter_000004", "iter_000005"]  # 3 kept by default
 
     # Whoever shared the run directory points run.json at a Python file: --resume builds
     # from the JSON snapshot of the plan and never runs it.
@@ -277,6 +277,25 @@ BAD_INPUTS = [
     ("--address nothing listening",
      [str(PLAN), "--stop", "iteration=1", "--address", "127.0.0.1:1"], None,
      2, "no Ray cluster reachable there"),
+    ("--keep-checkpoints -1", [str(PLAN), "--stop", "iteration=1", "--keep-checkpoints", "-1"],
+     None, 2, "must be >= 0 (0: keep all)"),
+    ("--checkpoint-score typo",
+     [str(PLAN), "--stop", "iteration=1", "--checkpoint-score", "episode_retrun_mean"], None,
+     2, "did you mean episode_return_mean"),
+    ("--checkpoint-score evaluation/... without evaluation",
+     [str(PLAN), "--stop", "iteration=1", "--checkpoint-score", "evaluation/episode_len_mean"],
+     None, 2, "the run does not evaluate; add --evaluation-interval K"),
+    ("--stop evaluation/... without evaluation",
+     [str(PLAN), "--stop", "evaluation/episode_return_mean=400"], None,
+     2, "the run does not evaluate; add --evaluation-interval K"),
+    ("--evaluation-episodes 0",
+     [str(PLAN), "--stop", "iteration=1", "--evaluation-interval", "1",
+      "--evaluation-episodes", "0"], None, 2, "--evaluation-episodes 0: must be >= 1"),
+    ("--import a missing module",
+     [str(PLAN), "--stop", "iteration=1", "--import", "no_such_module_q"], None,
+     2, "no module named 'no_such_module_q' here"),
+    ("--env not registered", [str(PLAN), "--stop", "iteration=1", "--env", "PlangraphX/No-v0"],
+     None, 2, "is not a registered gymnasium env"),
 ]  # fmt: skip
 
 

@@ -13,6 +13,7 @@ import pytest
 from plangraph.flow.metrics import MetricsContext
 from plangraph.runtime.result import (
     EPISODE_STAT_KEYS,
+    EVALUATION_KEY,
     NESTED_RESULT_KEYS,
     RESULT_KEYS,
     RESULT_TYPES,
@@ -35,14 +36,14 @@ def conforms(value: object, hint: object) -> bool:
 
 def test_result_keys_are_derived_from_the_schema() -> None:
     assert RESULT_KEYS == set(Result.__annotations__)
-    assert set(NESTED_RESULT_KEYS) == {"counters", "timers", "learner"}
+    assert set(NESTED_RESULT_KEYS) == {"counters", "timers", "learner", "evaluation"}
     assert EPISODE_STAT_KEYS == {
         "episode_return_mean",
         "episode_return_min",
         "episode_return_max",
         "episode_len_mean",
     }
-    assert RESULT_KEYS - EPISODE_STAT_KEYS == Result.__required_keys__
+    assert RESULT_KEYS - EPISODE_STAT_KEYS - {EVALUATION_KEY} == Result.__required_keys__
 
 
 def readme_result_table() -> dict[str, str]:
@@ -77,8 +78,10 @@ def test_readme_documents_exactly_the_declared_result_keys() -> None:
 
 def test_summary_table_rows_name_result_keys() -> None:
     from plangraph.runtime.run_loop import SUMMARY_ROWS
+    from plangraph.runtime.stopping import check_result_key
 
-    assert {key for _label, key, _spec in SUMMARY_ROWS} <= RESULT_KEYS
+    for _label, key, _spec in SUMMARY_ROWS:
+        check_result_key(key, what="summary row")  # raises unless it names a result value
 
 
 def test_end_iteration_advances_the_run_and_makes_a_result() -> None:
@@ -91,7 +94,7 @@ def test_end_iteration_advances_the_run_and_makes_a_result() -> None:
     assert steps == 40 and elapsed_s >= 0
     first = state.end_iteration(start, 2.0)
     # No episode has ended: the episode statistics are absent, never NaN.
-    assert set(first) == RESULT_KEYS - EPISODE_STAT_KEYS
+    assert set(first) == RESULT_KEYS - EPISODE_STAT_KEYS - {EVALUATION_KEY}
     assert all(conforms(first[k], RESULT_TYPES[k]) for k in first)
     assert (first["iteration"], first["time_total_s"], first["env_steps_per_s"]) == (1, 2.0, 20.0)
     assert first["counters"] == {"num_env_steps_sampled": 40, "num_env_steps_trained": 32}
@@ -101,7 +104,7 @@ def test_end_iteration_advances_the_run_and_makes_a_result() -> None:
     state.episodes.add(np.array([10.0, 20.0, 30.0]), np.array([10, 20, 30]))
     state.counters["num_env_steps_sampled"] += 60
     second = state.end_iteration(start, 3.0)
-    assert set(second) == RESULT_KEYS
+    assert set(second) == RESULT_KEYS - {EVALUATION_KEY}
     assert all(conforms(second[k], RESULT_TYPES[k]) for k in second)
     assert second["iteration"] == state.iteration == 2
     assert second["time_total_s"] == state.time_total_s == 5.0

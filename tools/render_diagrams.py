@@ -2,9 +2,11 @@
 """Regenerate the plan diagrams under ``docs/diagrams/`` and the README section showing them.
 
 For every ``plans/*.json``: ``docs/diagrams/<name>.dot`` (what was drawn) and
-``docs/diagrams/<name>.png`` (drawn by Graphviz ``dot``). The README block between
-``<!-- diagrams:begin -->`` and ``<!-- diagrams:end -->`` is rewritten to show the seed
-plans' JSON next to their PNG, and the style table (from ``plangraph.render.style``).
+``docs/diagrams/<name>.png`` (drawn by Graphviz ``dot``); and the README's example of
+``plangraph diff`` (``docs/diagrams/diff_a2c__a2c_microbatch.dot`` and ``.png``). The
+README block between ``<!-- diagrams:begin -->`` and ``<!-- diagrams:end -->`` is
+rewritten to show the seed plans' JSON next to their PNG, and the style table (from
+``plangraph.render.style``).
 
 Usage: ``.venv/bin/python tools/render_diagrams.py [--check]``. With ``--check`` nothing
 is written; the exit status is 1 if a .dot, a .png or the README block is out of date
@@ -24,16 +26,22 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from plangraph.compiler import analyze  # noqa: E402
+from plangraph.compiler.diff import diff_plans  # noqa: E402
+from plangraph.compiler.plan_view import load_view  # noqa: E402
 from plangraph.render import CATEGORY_STYLES, RESOURCE_STYLE, render, to_dot  # noqa: E402
+from plangraph.render.diff import diff_to_dot, render_diff  # noqa: E402
 from plangraph.render.style import NodeStyle  # noqa: E402
 
 PLANS = ROOT / "plans"
 OUT = ROOT / "docs" / "diagrams"
 README = ROOT / "README.md"
 BEGIN, END = "<!-- diagrams:begin -->", "<!-- diagrams:end -->"
-SEED_PLANS = ("ppo", "a2c", "a2c_microbatch", "dqn", "impala", "appo")
+SEED_PLANS = ("ppo", "a2c", "a2c_microbatch", "dqn", "impala", "appo", "a3c")
 """The plans the README shows, headline (`plangraph run plans/ppo.json`) first; every plan
 in plans/ gets a diagram."""
+
+DIFF_EXAMPLE = ("a2c", "a2c_microbatch")
+"""The README's `plangraph diff` example: plans/a2c.json -> plans/a2c_microbatch.json."""
 
 SHAPE_WORDS = {
     "invhouse": "pentagon pointing down",
@@ -135,6 +143,22 @@ def main(argv: list[str] | None = None) -> int:
         stale += [str(p.relative_to(ROOT)) for p in (dot_path, png_path)]
         if not args.check:
             render(compiled, png_path)  # first: fails cleanly without `dot`, writing nothing
+            dot_path.write_text(dot, encoding="utf-8")
+    a, b = DIFF_EXAMPLE
+    diff = diff_plans(
+        load_view(PLANS / f"{a}.json"),
+        load_view(PLANS / f"{b}.json"),
+        a_label=f"plans/{a}.json",
+        b_label=f"plans/{b}.json",
+    )
+    dot_path, png_path = OUT / f"diff_{a}__{b}.dot", OUT / f"diff_{a}__{b}.png"
+    dot = diff_to_dot(diff)
+    if not (
+        dot_path.exists() and dot_path.read_text(encoding="utf-8") == dot and png_path.exists()
+    ):
+        stale += [str(p.relative_to(ROOT)) for p in (dot_path, png_path)]
+        if not args.check:
+            render_diff(diff, png_path)
             dot_path.write_text(dot, encoding="utf-8")
     readme = README.read_text(encoding="utf-8")
     updated = replace_section(readme, readme_section())

@@ -1,6 +1,7 @@
 """``plangraph explain PLAN``: the checks run, the optimisation passes (what each changed
-in the executed plan, or why not), typed nodes in order with their placement, resources
-with their resolved params (defaults included), diagnostics.
+in the executed plan, or why not), typed nodes in order with where each runs after them
+(rollout workers, driver, a learner thread), resources with their resolved params
+(defaults included), diagnostics.
 
 Exit status: 0 for a plan without errors, 1 with errors, 2 on usage errors.
 """
@@ -12,6 +13,7 @@ import json
 import sys
 from typing import Any
 
+from plangraph.commands.user_modules import add_import_option, import_user_modules
 from plangraph.commands.validate import (
     add_config_option,
     add_pass_option,
@@ -42,6 +44,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     add_config_option(p)
     add_pass_option(p)
+    add_import_option(p)
     return p
 
 
@@ -54,18 +57,20 @@ def run(args: argparse.Namespace) -> int:
     if isinstance(disabled, str):
         print(f"plangraph explain: error: {disabled}", file=sys.stderr)
         return 2
-    problem = check_paths([args.plan])
+    problem = import_user_modules(args.imports) or check_paths([args.plan])
     if problem:
         print(f"plangraph explain: error: {problem}", file=sys.stderr)
         return 2
-    compiled = analyze_safely(args.plan, overrides, disabled)
+    compiled = analyze_safely(args.plan, overrides, disable_passes=disabled)
     if compiled is None:
         return 1
     if args.format == "json":
         data = compiled.to_dict()
         data["passes"] = list(compiled.passes)
         data["optimisations"] = [r.to_dict() for r in compiled.optimisations]
-        data["placement"] = {
+        # where each node runs after the passes: in words, and as data
+        data["placement"] = {nid: compiled.placement(nid) for nid in compiled.nodes}
+        data["execution"] = {
             n.id: {
                 "placement": n.placement,
                 "host": n.host,

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from plangraph.commands.user_modules import add_import_option, import_user_modules
 from plangraph.commands.validate import (
     add_config_option,
     add_pass_option,
@@ -55,8 +56,17 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         action="store_true",
         help="exit with status 1 after drawing when the plan has errors",
     )
+    p.add_argument(
+        "--profile",
+        type=Path,
+        metavar="RUN_DIR",
+        help="draw the profile of a run (RUN_DIR/profile.json, written by plangraph run) "
+        "on the plan: each node's share of wall time, ms per call, calls per iteration, "
+        "items/s on the edges (`plangraph profile RUN_DIR` also prints the table)",
+    )
     add_config_option(p)
     add_pass_option(p)
+    add_import_option(p)
     return p
 
 
@@ -84,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
     if isinstance(disabled, str):
         _say(f"error: {disabled}")
         return EXIT_USAGE
-    problem = check_paths([args.plan])
+    problem = import_user_modules(args.imports) or check_paths([args.plan])
     if problem:
         _say(f"error: {problem}")
         return EXIT_USAGE
@@ -93,21 +103,40 @@ def run(args: argparse.Namespace) -> int:
         _say(f"error: {UnsupportedFormatError(out, SUFFIXES)}")
         return EXIT_USAGE
 
-    compiled = analyze_safely(args.plan, overrides, disabled)
+    profile = None
+    if args.profile is not None:
+        from plangraph.ir.profile import ProfileError, read_profile
+
+        try:
+            profile = read_profile(args.profile)
+        except ProfileError as exc:
+            _say(f"error: --profile: {exc}")
+            return EXIT_USAGE
+
+    compiled = analyze_safely(args.plan, overrides, disable_passes=disabled)
     if compiled is None:
         return EXIT_PLAN_ERRORS
+    if profile is not None:
+        from plangraph.commands.profile import profile_mismatch
+
+        problem = profile_mismatch(compiled, profile)
+        if problem:
+            _say(f"error: --profile {args.profile}: {problem}")
+            return EXIT_USAGE
+        if profile.plan != compiled.plan.name:
+            _say(f"note: the profile is of plan {profile.plan!r}, drawn on {compiled.plan.name!r}")
 
     if out is None:
-        sys.stdout.write(to_dot(compiled, rankdir=args.rankdir))
+        sys.stdout.write(to_dot(compiled, rankdir=args.rankdir, profile=profile))
         status = EXIT_OK
     else:
         try:
-            render(compiled, out, rankdir=args.rankdir)
+            render(compiled, out, rankdir=args.rankdir, profile=profile)
             _say(f"wrote {out}")
             status = EXIT_OK
         except (DotBinaryMissingError, GraphvizPackageMissingError) as exc:
             fallback = out.with_suffix(".dot")
-            render(compiled, fallback, rankdir=args.rankdir)
+            render(compiled, fallback, rankdir=args.rankdir, profile=profile)
             _say(f"error: cannot write {out}: {exc}")
             _say(f"wrote {fallback} instead (render it later with: dot -T{out.suffix[1:]} ...)")
             status = EXIT_CANNOT_DRAW

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from plangraph.commands.user_modules import add_import_option
+
 # run.json's model lives in plangraph.commands.run_args, imported only when a run starts:
 # every `plangraph` command imports this module to build its parser.
 __all__ = ["add_parser", "run"]
@@ -31,12 +33,17 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--num-workers", type=int, help="remote rollout workers (default: the plan's)")
     p.add_argument(
         "--set",
+        "-c",
+        "--config",
         dest="overrides",
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="override a plan config value (repeatable), e.g. --set train_batch_size=4000",
+        help="override a config key or, by a dotted path, a node or resource param "
+        "(repeatable), e.g. --set train_batch_size=4000, --set nodes.train.num_sgd_iter=5, "
+        "--set workers.policy.lr=0.001 (-c/--config are the same option)",
     )
+    add_import_option(p)
     p.add_argument(
         "--stop",
         action="append",
@@ -54,6 +61,32 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--resume", type=Path, metavar="DIR", help="continue the run in DIR")
     p.add_argument(
         "--checkpoint-every", type=int, default=10, metavar="K", help="checkpoint every K iters"
+    )
+    p.add_argument(
+        "--evaluation-interval",
+        type=int,
+        metavar="K",
+        help="play greedy evaluation episodes every K iterations (default 0: never); the "
+        "result gains evaluation/episode_return_mean, usable with --stop",
+    )
+    p.add_argument(
+        "--evaluation-episodes",
+        type=int,
+        metavar="N",
+        help="episodes per evaluation (default 10)",
+    )
+    p.add_argument(
+        "--keep-checkpoints",
+        type=int,
+        metavar="K",
+        help="keep the K newest checkpoints plus the best by --checkpoint-score "
+        "(default 3; 0 keeps all)",
+    )
+    p.add_argument(
+        "--checkpoint-score",
+        metavar="KEY",
+        help="result key that ranks checkpoints, higher is better (default: "
+        "evaluation/episode_return_mean when evaluating, else episode_return_mean)",
     )
     p.add_argument("--max-iterations", type=int, help="stop after this many iterations")
     p.add_argument("--no-progress", action="store_true", help="plain log lines, no progress bar")
@@ -81,6 +114,11 @@ class _Launch:
     stop: Any
     run_dir: Path
     checkpoint: Any  # a loaded plangraph.runtime.algorithm.Checkpoint, or None
+    imports: tuple[str, ...]  # --import modules, as given (recorded in run.json)
+    evaluation_interval: int  # iterations between evaluations (0: never)
+    evaluation_episodes: int
+    keep_checkpoints: int  # newest checkpoints kept, plus the best (0: all)
+    checkpoint_score: str  # the result key that ranks checkpoints
 
 
 def _option_problem(args: argparse.Namespace) -> str | None:
@@ -97,6 +135,12 @@ def _option_problem(args: argparse.Namespace) -> str | None:
         return f"--checkpoint-every {args.checkpoint_every}: must be >= 0 (0: only at the end)"
     if args.max_iterations is not None and args.max_iterations < 1:
         return f"--max-iterations {args.max_iterations}: must be >= 1"
+    if args.evaluation_interval is not None and args.evaluation_interval < 0:
+        return f"--evaluation-interval {args.evaluation_interval}: must be >= 0 (0: never)"
+    if args.evaluation_episodes is not None and args.evaluation_episodes < 1:
+        return f"--evaluation-episodes {args.evaluation_episodes}: must be >= 1"
+    if args.keep_checkpoints is not None and args.keep_checkpoints < 0:
+        return f"--keep-checkpoints {args.keep_checkpoints}: must be >= 0 (0: keep all)"
     return None
 
 
@@ -120,13 +164,22 @@ def _prepare(args: argparse.Namespace) -> _Launch | int:
     """Every check that needs neither Ray nor a run directory; an exit code when the run
     must not start (usage problems raise ``PlangraphError``, caught by ``run``)."""
     from plangraph.commands.run_args import PLAN_SNAPSHOT_FILE, RunArgs, read_run_args
-    from plangraph.runtime.stopping import StopCriteria, parse_key_values
+    from plangraph.commands.user_modules import import_user_modules
+    from plangraph.runtime.stopping import StopCriteria, check_result_key, parse_key_values
 
-    problem = _option_problem(args)
+    problem = _option_problem(args) or import_user_modules(args.imports)
     if problem:
         return _error(problem)
     resume_dir: Path | None = args.resume
     saved: RunArgs | None = read_run_args(resume_dir) if resume_dir is not None else None
+    forgotten = [m for m in (saved.imports if saved else []) if m not in args.imports]
+    if forgotten:
+        # A run directory is data: it never makes this process import code.
+        print(
+            f"plangraph run: note: {resume_dir} was run with --import "
+            f"{' --import '.join(forgotten)}; pass it again if the plan or env needs it",
+            file=sys.stderr,
+        )
     if args.plan:
         # A plan named on the command line is the user's own choice, Python or JSON.
         plan_path = str(args.plan)
@@ -150,6 +203,22 @@ def _prepare(args: argparse.Namespace) -> _Launch | int:
     stop = StopCriteria.parse(stop_items)
     if not stop.thresholds and args.max_iterations is None:
         return _error("give a stop criterion, e.g. --stop episode_return_mean=475")
+    interval = _pick(args.evaluation_interval, saved.evaluation_interval if saved else None, 0)
+    episodes = _pick(args.evaluation_episodes, saved.evaluation_episodes if saved else None, 10)
+    if not interval and any(k.startswith("evaluation/") for k in stop.thresholds):
+        # The key would never appear: the run would only stop by another criterion.
+        return _error(
+            "--stop evaluation/...: the run does not evaluate; add --evaluation-interval K"
+        )
+    keep = _pick(args.keep_checkpoints, saved.keep_checkpoints if saved else None, 3)
+    score = args.checkpoint_score or (saved.checkpoint_score if saved else None)
+    if score is None:
+        score = "evaluation/episode_return_mean" if interval else "episode_return_mean"
+    check_result_key(score, what="--checkpoint-score")
+    if not interval and score.startswith("evaluation/"):
+        return _error(
+            f"--checkpoint-score {score}: the run does not evaluate; add --evaluation-interval K"
+        )
 
     from plangraph.commands.validate import analyze_safely, check_paths, parse_passes
 
@@ -161,7 +230,12 @@ def _prepare(args: argparse.Namespace) -> _Launch | int:
     problem = check_paths([plan_path])
     if problem:
         return _error(problem)
-    compiled = analyze_safely(plan_path, overrides, disabled)
+    # Rollout workers are checked against this machine; a cluster's CPUs are only known
+    # once joined, where the build checks them (BuildContext.create).
+    from plangraph.compiler import Capacity
+
+    capacity = Capacity.unknown() if args.address else None
+    compiled = analyze_safely(plan_path, overrides, capacity, disabled)
     if compiled is None:
         return 1
     for d in compiled.diagnostics:
@@ -189,7 +263,8 @@ def _prepare(args: argparse.Namespace) -> _Launch | int:
             return 0
         ckpt = latest_checkpoint(resume_dir)
         if ckpt is not None:
-            checkpoint = Checkpoint.load(ckpt, plan=compiled.plan.name)
+            # The plan name is checked with every other change below (check_resumed_plan).
+            checkpoint = Checkpoint.load(ckpt)
             done_iters = checkpoint.meta.iteration
             if args.max_iterations is not None and done_iters >= args.max_iterations:
                 # --max-iterations counts all iterations of the run, restored ones included.
@@ -204,6 +279,21 @@ def _prepare(args: argparse.Namespace) -> _Launch | int:
     num_workers = args.num_workers
     if num_workers is None and saved is not None:
         num_workers = saved.num_workers
+    if checkpoint is not None:
+        from plangraph.commands.run_resume import check_resumed_plan
+
+        assert resume_dir is not None and saved is not None
+        check_resumed_plan(
+            compiled,
+            plan_path,
+            checkpoint,
+            resume_dir,
+            saved,
+            env=env,
+            num_workers=num_workers,
+            cli_env=args.env,
+            cli_num_workers=args.num_workers,
+        )
     run_dir = resume_dir or args.out
     if run_dir is None:
         stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -231,7 +321,17 @@ def _prepare(args: argparse.Namespace) -> _Launch | int:
         stop=stop,
         run_dir=run_dir,
         checkpoint=checkpoint,
+        imports=tuple(args.imports),
+        evaluation_interval=interval,
+        evaluation_episodes=episodes,
+        keep_checkpoints=keep,
+        checkpoint_score=score,
     )
+
+
+def _pick(given: int | None, saved: int | None, default: int) -> int:
+    """The command line's value, else run.json's (``--resume``), else the default."""
+    return given if given is not None else saved if saved is not None else default
 
 
 def run(args: argparse.Namespace) -> int:
@@ -254,16 +354,27 @@ def _train(launch: _Launch, args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from plangraph.errors import BuildError, CheckpointError
+    from plangraph.runtime.retention import Retention
     from plangraph.runtime.run_loop import ignoring_sigint, summary_table, train_until
 
     console = Console(stderr=True)
     run_dir = launch.run_dir
     try:
         algo = launch.compiled.build(
-            env=launch.env, num_workers=launch.num_workers, seed=launch.seed, address=args.address
+            env=launch.env,
+            num_workers=launch.num_workers,
+            seed=launch.seed,
+            address=args.address,
+            evaluation_interval=launch.evaluation_interval,
+            evaluation_episodes=launch.evaluation_episodes,
         )
     except BuildError as exc:
-        return _error(str(exc))
+        hint = ""
+        if args.resume is not None and "not a registered gymnasium env" in str(exc):
+            from plangraph.commands.run_args import registration_hint
+
+            hint = registration_hint(args.resume)
+        return _error(f"{exc}{hint}")
     # After the build, so that a refused build is one line of error and nothing else.
     console.print(
         f"[bold]plangraph run[/bold] {launch.plan_path} -> {run_dir}",
@@ -280,20 +391,31 @@ def _train(launch: _Launch, args: argparse.Namespace) -> int:
                 except CheckpointError as exc:
                     return _error(str(exc))
                 console.print(f"resumed from {launch.checkpoint.path} (iteration {algo.iteration})")
+        fresh, before = args.resume is None, _entries(run_dir)
         try:
-            _write_run_files(launch)
-        except OSError as exc:
-            return _error(f"--out {run_dir}: cannot write the run directory ({exc})")
-        summary = train_until(
-            algo,
-            launch.stop,
-            run_dir,
-            checkpoint_every=args.checkpoint_every,
-            show_progress=not args.no_progress and console.is_terminal,
-            tensorboard=not args.no_tensorboard,
-            max_iterations=args.max_iterations,
-            console=console,
-        )
+            try:
+                _write_run_files(launch, algo)
+            except OSError as exc:
+                return _error(f"--out {run_dir}: cannot write the run directory ({exc})")
+            summary = train_until(
+                algo,
+                launch.stop,
+                run_dir,
+                checkpoint_every=args.checkpoint_every,
+                show_progress=not args.no_progress and console.is_terminal,
+                tensorboard=not args.no_tensorboard,
+                max_iterations=args.max_iterations,
+                console=console,
+                retention=Retention.load(
+                    run_dir, keep=launch.keep_checkpoints, metric=launch.checkpoint_score
+                ),
+            )
+        except BaseException:
+            if fresh:
+                _remove_if_no_result(run_dir, before)
+            raise
+        if fresh and not summary.result:
+            _remove_if_no_result(run_dir, before)
     finally:
         with ignoring_sigint():
             algo.stop()
@@ -302,6 +424,12 @@ def _train(launch: _Launch, args: argparse.Namespace) -> int:
     out.print(f"stopped: {summary.reason}", soft_wrap=True, highlight=False)
     if summary.checkpoint is not None:
         out.print(f"checkpoint: {summary.checkpoint}", soft_wrap=True, highlight=False)
+        if summary.best is not None:
+            out.print(
+                f"best checkpoint ({launch.checkpoint_score}): {summary.best}",
+                soft_wrap=True,
+                highlight=False,
+            )
         out.print(
             f"continue with: plangraph run --resume {run_dir} --stop KEY=VALUE",
             soft_wrap=True,
@@ -310,8 +438,37 @@ def _train(launch: _Launch, args: argparse.Namespace) -> int:
     return 130 if summary.interrupted else 0
 
 
-def _write_run_files(launch: _Launch) -> None:
-    """``run.json``, the plan snapshot ``--resume`` builds from, and the compiled plan."""
+def _entries(run_dir: Path) -> set[str] | None:
+    """The names in ``run_dir`` now, or None when it does not exist yet."""
+    return {p.name for p in run_dir.iterdir()} if run_dir.is_dir() else None
+
+
+def _remove_if_no_result(run_dir: Path, before: set[str] | None) -> None:
+    """Remove what this run wrote into ``run_dir`` (the whole directory when the run made
+    it) when it ended before its first result: a failed launch leaves nothing behind."""
+    import shutil
+
+    results = run_dir / "result.jsonl"
+    if results.is_file() and results.stat().st_size > 0:
+        return
+    if before is None:
+        shutil.rmtree(run_dir, ignore_errors=True)
+    else:
+        for p in run_dir.iterdir():
+            if p.name in before:
+                continue
+            if p.is_dir():
+                shutil.rmtree(p, ignore_errors=True)
+            else:
+                p.unlink(missing_ok=True)
+    print(
+        f"plangraph run: no iteration finished; removed what the run wrote to {run_dir}",
+        file=sys.stderr,
+    )
+
+
+def _write_run_files(launch: _Launch, algo: Any) -> None:
+    """``run.json``, the plan snapshot ``--resume`` builds from, and the plan that runs."""
     from plangraph.commands.run_args import PLAN_SNAPSHOT_FILE, RUN_ARGS_FILE, RunArgs
 
     run_dir = launch.run_dir
@@ -324,12 +481,17 @@ def _write_run_files(launch: _Launch) -> None:
         overrides=launch.overrides,
         no_pass=list(launch.no_pass),
         stop=dict(launch.stop.thresholds),
+        imports=list(launch.imports),
+        evaluation_interval=launch.evaluation_interval,
+        evaluation_episodes=launch.evaluation_episodes,
+        keep_checkpoints=launch.keep_checkpoints,
+        checkpoint_score=launch.checkpoint_score,
     )
     text = json.dumps(record.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
     (run_dir / RUN_ARGS_FILE).write_text(text, encoding="utf-8")
     snapshot = launch.compiled.plan.to_json()
     (run_dir / PLAN_SNAPSHOT_FILE).write_text(snapshot, encoding="utf-8")
-    _write_plan_files(launch.compiled, run_dir)
+    _write_plan_files(launch.compiled, algo.plan_that_ran(), run_dir)
 
 
 def _shutdown_ray() -> None:
@@ -350,9 +512,10 @@ def _plan_env(compiled: Any) -> str | None:
     return None
 
 
-def _write_plan_files(compiled: Any, run_dir: Path) -> None:
-    """The plan as compiled (JSON) and drawn (DOT, plus SVG when graphviz is installed)."""
-    (run_dir / "plan.json").write_text(compiled.to_json(), encoding="utf-8")
+def _write_plan_files(compiled: Any, ran: Any, run_dir: Path) -> None:
+    """The plan as it runs (``ran``: ``Algorithm.plan_that_ran``, a plan file again) and
+    as compiled, drawn (DOT, plus SVG when graphviz is installed)."""
+    (run_dir / "plan.json").write_text(ran.to_json(), encoding="utf-8")
     try:
         (run_dir / "plan.dot").write_text(compiled.to_dot(), encoding="utf-8")
         compiled.render(run_dir / "plan.svg")

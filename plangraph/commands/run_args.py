@@ -23,9 +23,9 @@ MAX_SEED = 2**63 - 1
 
 
 class RunArgs(BaseModel):
-    """The contents of ``run.json`` (all keys required but ``no_pass``, which runs written
-    before the optimisation passes lack; ``--resume`` fills in the rest of its command
-    line from them)."""
+    """The contents of ``run.json`` (all keys required but ``no_pass``, ``imports``,
+    ``evaluation_*``, ``keep_checkpoints`` and ``checkpoint_score``, which older runs lack;
+    ``--resume`` fills in the rest of its command line from them)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
@@ -39,6 +39,14 @@ class RunArgs(BaseModel):
         description="optimisation passes turned off (--no-pass); absent in older runs",
     )
     stop: dict[str, float] = Field(description="stop criteria: result key -> threshold")
+    imports: list[str] = Field(
+        default_factory=list,
+        description="--import modules (a record: --resume never imports them by itself)",
+    )
+    evaluation_interval: int = Field(0, ge=0, description="iterations between evaluations")
+    evaluation_episodes: int = Field(10, ge=1, description="episodes per evaluation")
+    keep_checkpoints: int = Field(3, ge=0, description="newest checkpoints kept (0: all)")
+    checkpoint_score: str | None = Field(None, description="result key ranking checkpoints")
 
 
 def read_run_args(run_dir: Path) -> RunArgs:
@@ -68,3 +76,21 @@ def read_run_args(run_dir: Path) -> RunArgs:
         raise CheckpointError(
             f"{path}: {where}: {err['msg']}{more}; the file is corrupt or was edited"
         ) from None
+
+
+def registration_hint(run_dir: Path) -> str:
+    """For an env the run may have registered itself: ``"; if the run's plan or modules
+    registered it, pass --import P.py"`` (its Python plan and ``--import`` modules, from
+    ``run_dir/run.json``); ``""`` when there are none. Never imports anything: it only
+    names what to pass."""
+    try:
+        saved = read_run_args(run_dir)
+    except CheckpointError:
+        return ""
+    names = list(saved.imports)
+    if saved.plan.endswith(".py") and saved.plan not in names:
+        names.append(saved.plan)
+    if not names:
+        return ""
+    flags = " ".join(f"--import {n}" for n in names)
+    return f"; if the run's plan or modules registered it, pass {flags}"

@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from plangraph.commands.user_modules import add_import_option, import_user_modules
+
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
@@ -27,7 +29,24 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     add_config_option(p)
     add_pass_option(p)
+    add_import_option(p)
     p.add_argument("-q", "--quiet", action="store_true", help="print only diagnostics")
+    target = p.add_argument_group(
+        "target machine",
+        "what the rollout workers are checked against (default: this machine's CPUs and memory)",
+    )
+    target.add_argument(
+        "--address",
+        metavar="ADDR",
+        help="ask the Ray cluster at ADDR for its CPUs and memory (joins it briefly; the "
+        "only option that imports Ray)",
+    )
+    target.add_argument(
+        "--cpus", type=float, metavar="N", help="check against a machine with N CPUs"
+    )
+    target.add_argument(
+        "--memory", metavar="SIZE", help="check against a machine with SIZE memory (e.g. 8GiB)"
+    )
     return p
 
 
@@ -56,6 +75,41 @@ def parse_passes(names: list[str]) -> frozenset[str] | str:
         return f"--no-pass: {exc}"
 
 
+def target_capacity(args: argparse.Namespace) -> Any:
+    """The ``Capacity`` the plans are checked against, or an error message (str)."""
+    from plangraph.compiler import Capacity
+    from plangraph.compiler.capacity import parse_size
+
+    address = getattr(args, "address", None)
+    cpus, memory = getattr(args, "cpus", None), getattr(args, "memory", None)
+    if address is not None and (cpus is not None or memory is not None):
+        return "--address asks the cluster for its CPUs and memory; drop --cpus/--memory"
+    if address is not None:
+        from plangraph.errors import BuildError
+        from plangraph.runtime.ray_session import cluster_capacity
+
+        try:
+            return cluster_capacity(address)
+        except BuildError as exc:
+            return str(exc)
+    if cpus is None and memory is None:
+        return Capacity.local()
+    if cpus is not None and not cpus > 0:
+        return f"--cpus {cpus:g}: give a number of CPUs > 0"
+    nbytes = None
+    if memory is not None:
+        try:
+            nbytes = parse_size(memory)
+        except ValueError as exc:
+            return f"--memory: {exc}"
+    shown = " ".join(
+        part
+        for part in (f"--cpus {cpus:g}" if cpus else "", f"--memory {memory}" if memory else "")
+        if part
+    )
+    return Capacity(f"the target machine ({shown})", cpus, nbytes)
+
+
 def add_config_option(p: argparse.ArgumentParser) -> None:
     # --set is the spelling `plangraph run` uses; -c/--config stays for existing scripts.
     p.add_argument(
@@ -66,8 +120,10 @@ def add_config_option(p: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="override a config default (VALUE is JSON, else a string); repeatable, "
-        "e.g. --set train_batch_size=4000 (-c/--config are the same option)",
+        help="override a config key or, by a dotted path, a node or resource param (VALUE "
+        "is JSON, else a string); repeatable, e.g. --set train_batch_size=4000, --set "
+        "nodes.train.num_sgd_iter=5, --set workers.policy.lr=0.001 (-c/--config are the "
+        "same option)",
     )
 
 
@@ -95,13 +151,16 @@ def check_paths(paths: list[str]) -> str | None:
 
 
 def analyze_safely(
-    path: str, overrides: dict[str, Any], disable_passes: frozenset[str] = frozenset()
+    path: str,
+    overrides: dict[str, Any],
+    capacity: Any = None,
+    disable_passes: frozenset[str] = frozenset(),
 ) -> Any:
     """``analyze`` for the CLI: an internal failure becomes a message, not a traceback."""
     from plangraph.compiler import analyze
 
     try:
-        return analyze(path, config=overrides, disable_passes=disable_passes)
+        return analyze(path, config=overrides, capacity=capacity, disable_passes=disable_passes)
     except Exception as exc:  # a compiler bug must not look like a crash of the user's plan
         print(
             f"{path}: internal error in the plangraph compiler: {type(exc).__name__}: {exc}\n"
@@ -141,14 +200,22 @@ def run(args: argparse.Namespace) -> int:
     if isinstance(disabled, str):
         print(f"plangraph validate: error: {disabled}", file=sys.stderr)
         return 2
+    problem = import_user_modules(args.imports)
+    if problem:
+        print(f"plangraph validate: error: {problem}", file=sys.stderr)
+        return 2
     problem = check_paths(args.plans)
     if problem:
         print(f"plangraph validate: error: {problem}", file=sys.stderr)
         return 2
+    capacity = target_capacity(args)
+    if isinstance(capacity, str):
+        print(f"plangraph validate: error: {capacity}", file=sys.stderr)
+        return 2
     results = []
     failed = False
     for path in args.plans:
-        compiled = analyze_safely(path, overrides, disabled)
+        compiled = analyze_safely(path, overrides, capacity, disabled)
         if compiled is None:
             failed = True
             results.append({"path": path, "ok": False, "diagnostics": []})

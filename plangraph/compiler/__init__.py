@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from plangraph.compiler import pipeline as _pipeline
+from plangraph.compiler.capacity import Capacity
 from plangraph.compiler.compiled import CompiledNode, CompiledPlan, CompiledResource, PassRecord
 from plangraph.compiler.context import Context
 from plangraph.compiler.diagnostics import CODES, Diagnostic, PlanValidationError
@@ -29,6 +30,7 @@ from plangraph.ir.source import Location
 __all__ = [
     "CHECKS",
     "CODES",
+    "Capacity",
     "Check",
     "CompiledNode",
     "CompiledPlan",
@@ -67,6 +69,7 @@ def analyze(
     config: Mapping[str, Any] | None = None,
     *,
     checks: Sequence[Check] | None = None,
+    capacity: Capacity | None = None,
     disable_passes: Iterable[str] = (),
 ) -> CompiledPlan:
     """Check a plan and infer its types, then optimise it; never raises on a bad plan.
@@ -75,10 +78,12 @@ def analyze(
     JSON form as a dict. ``config``: overrides for the plan's config defaults.
     ``checks``: the pipeline to run after loading (default: ``CHECKS``, the built-in
     checks plus registered ones); a check that crashes is reported as PG199.
-    ``disable_passes``: names of optimisation passes to turn off (``pass_names()``;
-    ``"all"``: every one). Returns a :class:`CompiledPlan` whose ``diagnostics`` hold every
-    problem found (``ok`` is False if any is an error) and whose ``executed`` plan is the
-    passes' result (the plan itself when it has errors: those are not optimised).
+    ``capacity``: the machine or cluster the plan will run on, for the rollout-worker
+    checks (default: this machine, ``Capacity.local()``). ``disable_passes``: names of
+    optimisation passes to turn off (``pass_names()``; ``"all"``: every one). Returns a
+    :class:`CompiledPlan` whose ``diagnostics`` hold every problem found (``ok`` is False
+    if any is an error) and whose ``executed`` plan is the passes' result (the plan itself
+    when it has errors: those are not optimised).
 
     Raises:
         TypeError: ``source`` is of the wrong type.
@@ -94,7 +99,11 @@ def analyze(
         except ValueError as exc:
             extra.append(Diagnostic("PG102", str(exc), pointer=f"/config/{k}"))
     ctx = Context(
-        plan=loaded.plan, source=loaded.source, overrides=overrides, disabled_passes=disabled
+        plan=loaded.plan,
+        source=loaded.source,
+        overrides=overrides,
+        capacity=capacity if capacity is not None else Capacity.local(),
+        disabled_passes=disabled,
     )
     ctx.diagnostics.extend(loaded.diagnostics)
     ctx.diagnostics.extend(extra)
@@ -111,11 +120,12 @@ def compile(
     source: Any,
     config: Mapping[str, Any] | None = None,
     *,
+    capacity: Capacity | None = None,
     disable_passes: Iterable[str] = (),
 ) -> CompiledPlan:
     """Like :func:`analyze`, but raises :class:`PlanValidationError` (carrying all
     diagnostics and the best-effort result) unless the plan is free of errors."""
-    compiled = analyze(source, config=config, disable_passes=disable_passes)
+    compiled = analyze(source, config=config, capacity=capacity, disable_passes=disable_passes)
     if not compiled.ok:
         raise PlanValidationError(compiled.diagnostics, compiled)
     return compiled

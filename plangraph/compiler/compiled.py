@@ -19,7 +19,7 @@ from pydantic import BaseModel
 
 from plangraph.compiler.diagnostics import Diagnostic
 from plangraph.compiler.topology import Topology
-from plangraph.ir.plan import Plan, dump_json
+from plangraph.ir.plan import Node, Plan, Resource, dump_json
 from plangraph.ir.source import Location
 from plangraph.ir.types import PortType
 from plangraph.ops.registry import OpSignature
@@ -239,6 +239,34 @@ class CompiledPlan:
         n = self.nodes.get(self.output)
         return n.output_type if n else None
 
+    def placement(self, node_id: str) -> str:
+        """Where ``node_id``'s work runs, in words: ``"rollout workers (actors)"`` (its op's
+        ``placement`` is ``"actors"``, e.g. ``ParallelRollouts``: the sampling runs in the
+        worker actors, the driver gathers), ``"driver, feeds learner thread @learner"`` /
+        ``"driver, reads learner thread @learner"`` (an op that writes / reads a learner
+        thread resource: the training itself runs in that thread of the driver), or
+        ``"driver"``. After the optimisation passes: a node moved onto the rollout workers
+        says so (``"rollout workers (actors), moved after rollouts by pass
+        worker-side-maps"``), and a driver node in a fused stage adds ``"fused stage
+        train+target"``."""
+        node = self.nodes[self._known(node_id)]
+        sig = node.signature
+        if node.placement == "actors" and node.host:
+            return f"rollout workers (actors), moved after {node.host} by pass worker-side-maps"
+        if node.placement == "actors" or (sig is not None and sig.placement == "actors"):
+            return "rollout workers (actors)"
+        notes = []
+        for rp in sig.resources if sig is not None else ():
+            value = getattr(node.params, rp.param, None) if node.params is not None else None
+            rid = value[1:] if isinstance(value, str) and value.startswith("@") else None
+            res = self.resources.get(rid) if rid is not None else None
+            if res is not None and res.kind == "LearnerThread":
+                verb = "feeds" if rp.access == "write" else "reads"
+                notes.append(f"{verb} learner thread @{rid}")
+        if node.stage:
+            notes.append(f"fused stage {'+'.join(node.stage)}")
+        return ", ".join(["driver", *notes])
+
     def diagnostics_for(self, node_id: str) -> tuple[Diagnostic, ...]:
         return tuple(d for d in self.diagnostics if d.node == node_id)
 
@@ -280,6 +308,35 @@ class CompiledPlan:
         """Deterministic JSON of :meth:`to_dict` (no source locations)."""
         return dump_json(self.to_dict()) + "\n"
 
+    def to_plan(self) -> Plan:
+        """The plan as it compiled, as a plan again: every node and resource param explicit
+        (``${key}`` references resolved, config overrides applied, defaults filled in) and
+        no ``config`` left to reference. Compiling it gives the same nodes and resources
+        (``compile(c.to_plan()).to_plan() == c.to_plan()``); a run directory's
+        ``plan.json`` and each checkpoint's hold it, so ``plangraph validate/run`` accept
+        them. Change a value with ``--set nodes.ID.PARAM=V`` / ``resources.ID.PARAM=V``.
+
+        Raises:
+            ValueError: the plan has errors (there is no resolved form to give).
+        """
+        if not self.ok:
+            raise ValueError(f"plan {self.plan.name!r} has errors; it has no resolved form")
+        resources = {
+            rid: Resource(kind=r.kind, params=_json(r.params)) for rid, r in self.resources.items()
+        }
+        nodes = {
+            nid: Node(op=self.plan.nodes[nid].op, inputs=n.inputs, params=_json(n.params))
+            for nid, n in ((nid, self.nodes[nid]) for nid in self.plan.nodes)
+        }
+        return Plan(
+            name=self.plan.name,
+            description=self.plan.description,
+            config={},
+            resources=resources,
+            nodes=nodes,
+            output=self.output,
+        )
+
     def explain(self) -> str:
         """A readable account: the checks run, the optimisation passes (what each changed
         in the executed plan, before/after and why, or why not), the typed nodes in order
@@ -297,15 +354,22 @@ class CompiledPlan:
             lines.append(f"  {i:2d}. {p.name:<{w}}  {p.doc}{found}")
         lines += ["", *self._explain_passes()]
         lines += ["", *self._explain_placement()]
-        lines += ["", "nodes (topological order; they run in the driver unless marked):"]
+        lines += ["", "nodes (topological order), each with where it runs after the passes:"]
         executed = self.executed
         wid = max((len(n) for n in self.nodes), default=0)
         wop = max((len(n.op) for n in self.nodes.values()), default=0)
+        sigs = {
+            n.id: "({}) -> {}".format(
+                ", ".join(str(x) if x is not None else "?" for x in n.input_types),
+                n.output_type or "?",
+            )
+            for n in self.nodes.values()
+        }
+        wsig = max((len(x) for x in sigs.values()), default=0)
         for n in self.nodes.values():
-            ins = ", ".join(str(x) if x is not None else "?" for x in n.input_types)
-            sig = f"({ins}) -> {n.output_type or '?'}"
-            where = _placement_text(n)
-            lines.append(f"  {n.id:<{wid}}  {n.op:<{wop}}  {sig}{where}")
+            lines.append(
+                f"  {n.id:<{wid}}  {n.op:<{wop}}  {sigs[n.id]:<{wsig}}  [{self.placement(n.id)}]"
+            )
             if n.inputs:
                 lines.append(f"  {'':<{wid}}    inputs: {', '.join(n.inputs)}")
             if n.replay_sources:
@@ -434,25 +498,6 @@ def _wrap(text: str, indent: str, width: int = 92) -> list[str]:
     return textwrap.wrap(
         text, width, initial_indent=indent, subsequent_indent=indent + "  ", break_on_hyphens=False
     )
-
-
-def _placement_text(n: CompiledNode) -> str:
-    """The marker ``explain`` puts after a node that does not run as a driver stage of
-    its own: where it runs after the passes."""
-    marks = []
-    if n.placement == "actors":
-        marks.append(
-            f"on the rollout workers of {brief(n.host)}, moved by pass worker-side-maps"
-            if n.host
-            else "on rollout workers"
-        )
-    elif n.placement == "learner thread":
-        marks.append(f"trains in learner thread {brief(n.host)}")
-    if n.worker_maps:
-        marks.append(f"its workers then run {', '.join(n.worker_maps)}")
-    if n.stage:
-        marks.append(f"fused stage {'+'.join(n.stage)}")
-    return f"  [{'; '.join(marks)}]" if marks else ""
 
 
 def _changed(declared: Any, executed: BaseModel | None) -> str:

@@ -18,6 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from plangraph.compiler.capacity import Capacity
 from plangraph.compiler.diagnostics import Diagnostic
 from plangraph.compiler.topology import Topology
 from plangraph.ir.plan import Plan
@@ -56,6 +57,21 @@ class Context:
     topology: Topology = field(default_factory=Topology)
     # optimisation passes turned off (--no-pass): checks may word their hints by them
     disabled_passes: frozenset[str] = frozenset()
+    # what the machine (or cluster) the plan will run on has (check "capacity")
+    capacity: Capacity = field(default_factory=Capacity.local)
+    # params as written plus --set paths (before ${...} resolution), and those overrides
+    # by JSON pointer (plangraph.compiler.overrides)
+    written_params: dict[str, dict[str, Any]] = field(default_factory=dict)
+    res_written_params: dict[str, dict[str, Any]] = field(default_factory=dict)
+    param_overrides: dict[str, Any] = field(default_factory=dict)
+
+    def override_hint(self, pointer: str) -> str | None:
+        """``"the value comes from --set KEY=VALUE"`` for a value a ``--set`` path put at
+        (or above) ``pointer``; None otherwise."""
+        for ptr, ov in self.param_overrides.items():
+            if pointer == ptr or pointer.startswith(ptr + "/") or ptr.startswith(pointer + "/"):
+                return f"the value comes from --set {ov.key}={_json_text(_plain(ov.value))}"
+        return None
 
     def report(
         self,
@@ -154,7 +170,10 @@ class Context:
                     node=node,
                     pointer=ptr,
                     key=True,
-                    hint=f"{what} takes: {', '.join(fields)}" if fields else None,
+                    hint=join_hints(
+                        self.override_hint(ptr),
+                        f"{what} takes: {', '.join(fields)}" if fields else None,
+                    ),
                     suggestions=close_matches(rel[-1], fields),
                 )
             elif group == "missing":
@@ -179,6 +198,7 @@ class Context:
                     pointer=ptr,
                     hint=join_hints(
                         self.config_hint(original, rel, _wanted(wants.get((ptr, group), []))),
+                        self.override_hint(ptr),
                         _field_hint(model, rel),
                     ),
                     suggestions=sugg,
@@ -236,6 +256,14 @@ class Context:
 
 def _json_text(v: Any) -> str:
     return json.dumps(v, sort_keys=True, separators=(",", ":"))
+
+
+def _plain(v: Any) -> Any:
+    if isinstance(v, Mapping):
+        return {k: _plain(x) for k, x in v.items()}
+    if isinstance(v, tuple | list):
+        return [_plain(x) for x in v]
+    return v
 
 
 def join_hints(*hints: str | None) -> str | None:

@@ -33,6 +33,12 @@ CODES: dict[str, tuple[str, Severity, str]] = {
         "error",
         "A value nested too deeply, an integer too large, or a plan with too many values.",
     ),
+    # overrides (--set)
+    "PG108": (
+        "override-shadows-config",
+        "warning",
+        "A --set path replaces a ${key} that the plan also reads elsewhere.",
+    ),
     # names and references
     "PG110": ("unknown-op", "error", "A node names an operator that is not registered."),
     "PG111": ("unknown-input", "error", "A node input names no node of the plan."),
@@ -41,7 +47,11 @@ CODES: dict[str, tuple[str, Severity, str]] = {
     "PG114": ("duplicate-id", "error", "Two nodes (or resources) share an id."),
     "PG115": ("unknown-output", "error", "The plan output names no node."),
     "PG116": ("unknown-resource-kind", "error", "A resource kind that is not registered."),
-    "PG117": ("unknown-config-override", "error", "A config override for an undeclared key."),
+    "PG117": (
+        "unknown-config-override",
+        "error",
+        "A --set override that names no config key, node or resource of the plan.",
+    ),
     "PG118": ("bad-config-ref", "error", 'A "${...}" that does not parse or evaluate.'),
     "PG119": ("unknown-param", "error", "A param the operator or resource does not take."),
     # graph shape
@@ -89,6 +99,42 @@ CODES: dict[str, tuple[str, Severity, str]] = {
         "minibatch-too-large",
         "warning",
         "sgd_minibatch_size is larger than the train batch it splits.",
+    ),
+    "PG176": (
+        "branch-never-produces",
+        "error",
+        "A Concurrently input that can never produce an item (fed only by its own output).",
+    ),
+    "PG177": (
+        "branch-keeps-turn",
+        "error",
+        "A Concurrently branch that never hands the turn back (waits on what only others do).",
+    ),
+    "PG178": (
+        "round-robin-throttle",
+        "warning",
+        "A round_robin branch that blocks for many rollout rounds per item, stalling the others.",
+    ),
+    # resources
+    "PG179": (
+        "too-many-workers",
+        "error",
+        "More rollout workers than the machine or cluster can run (4 per CPU).",
+    ),
+    "PG180": (
+        "cpu-oversubscribed",
+        "warning",
+        "More rollout workers than CPUs: they share cores, sampling stops scaling.",
+    ),
+    "PG181": (
+        "memory-oversubscribed",
+        "warning",
+        "The rollout worker processes need more memory than the machine or cluster has.",
+    ),
+    "PG182": (
+        "gradients-without-source",
+        "error",
+        'ApplyGradients(update_workers="source") fed gradients no rollout worker computed.',
     ),
     # the compiler itself
     "PG199": (

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from plangraph.compiler import graph_checks, resolve, semantic_checks
+from plangraph.compiler import graph_checks, merge_checks, resolve, resource_checks, semantic_checks
 from plangraph.compiler.compiled import PassRecord
 from plangraph.compiler.context import Context
 
@@ -60,6 +60,13 @@ BUILTIN_CHECKS: tuple[Check, ...] = (
     Check.of("replay-use", semantic_checks.check_replay_use),
     Check.of("replay-ready", semantic_checks.check_replay_ready),
     Check.of("batch-sizes", semantic_checks.check_batch_sizes),
+    Check.of("gradient-sources", semantic_checks.check_gradient_sources),
+    # how Concurrently drives its branches (a plan that would hang is refused here)
+    Check.of("branches-produce", merge_checks.check_branches_produce),
+    Check.of("branch-turns", merge_checks.check_branch_turns),
+    Check.of("round-robin", merge_checks.check_round_robin_throttle),
+    # what the plan asks of the machine (or the Ray cluster) it will run on
+    Check.of("capacity", resource_checks.check_capacity),
 )
 
 _pipeline: tuple[Check, ...] = BUILTIN_CHECKS

@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from plangraph.compiler.context import Context, join_hints
+from plangraph.compiler.overrides import apply_param_overrides, is_param_override
 from plangraph.ir.refs import ConfigRefError, parse_config_ref, resource_ref_id
 from plangraph.ops.registry import all_ops, all_resource_kinds, close_matches
 from plangraph.text import brief
@@ -56,28 +57,38 @@ def _ref_failure(ctx: Context, node: str | None, failed: set[str]) -> Callable:
 
 
 def check_config(ctx: Context) -> None:
-    """Merge config overrides into the defaults; resolve ${...} in node and resource params."""
+    """Merge config overrides into the defaults, apply ``--set`` paths into node and
+    resource params (``plangraph.compiler.overrides``), then resolve ${...} in them."""
     ctx.config = dict(ctx.plan.config)
     for k, v in ctx.overrides.items():
+        if is_param_override(k):
+            continue
         if k not in ctx.config:
+            hint = f"the plan declares: {', '.join(sorted(ctx.config)) or '(nothing)'}"
+            if not ctx.config:
+                # e.g. a run's saved plan.json: every value is explicit, none reads config.
+                hint += "; set a node or resource param instead: --set nodes.ID.PARAM=VALUE "
+                hint += "or --set resources.ID.PARAM=VALUE"
             ctx.report(
                 "PG117",
                 f"config override {brief(k)} does not match any key of the plan's config",
                 pointer=f"/config/{k}",
-                hint=f"the plan declares: {', '.join(sorted(ctx.config)) or '(nothing)'}",
+                hint=hint,
                 suggestions=close_matches(k, ctx.config),
             )
         ctx.config[k] = v
-    for nid, node in ctx.plan.nodes.items():
+    nodes, resources, ctx.param_overrides = apply_param_overrides(ctx)
+    ctx.written_params, ctx.res_written_params = nodes, resources
+    for nid in ctx.plan.nodes:
         failed: set[str] = set()
         ctx.raw_params[nid] = _resolve(
-            node.params, ctx.config, f"/nodes/{nid}/params", _ref_failure(ctx, nid, failed)
+            nodes[nid], ctx.config, f"/nodes/{nid}/params", _ref_failure(ctx, nid, failed)
         )
         ctx.failed_refs[nid] = failed
-    for rid, res in ctx.plan.resources.items():
+    for rid in ctx.plan.resources:
         failed = set()
         ctx.res_raw_params[rid] = _resolve(
-            res.params, ctx.config, f"/resources/{rid}/params", _ref_failure(ctx, None, failed)
+            resources[rid], ctx.config, f"/resources/{rid}/params", _ref_failure(ctx, None, failed)
         )
         ctx.failed_refs[f"@{rid}"] = failed
 
@@ -116,7 +127,7 @@ def check_params(ctx: Context) -> None:
                 exc,
                 model=sig.params_model,
                 raw=raw,
-                original=node.params,
+                original=ctx.written_params.get(nid, node.params),
                 base=base,
                 node=nid,
                 code="PG140",
@@ -135,7 +146,10 @@ def check_params(ctx: Context) -> None:
                     node=nid,
                     pointer=f"{base}/{field}",
                     hint=join_hints(
-                        ctx.config_hint(node.params, [field], "a valid value"),
+                        ctx.config_hint(
+                            ctx.written_params.get(nid, node.params), [field], "a valid value"
+                        ),
+                        ctx.override_hint(f"{base}/{field}"),
                         _describe(sig.params_model, field),
                     ),
                 )
@@ -175,7 +189,7 @@ def check_resources(ctx: Context) -> None:
                 exc,
                 model=kind.params_model,
                 raw=raw,
-                original=res.params,
+                original=ctx.res_written_params.get(rid, res.params),
                 base=f"/resources/{rid}/params",
                 node=None,
                 code="PG141",

@@ -24,6 +24,7 @@ from plangraph.text import brief
 __all__ = [
     "check_batch_sizes",
     "check_capabilities",
+    "check_gradient_sources",
     "check_replay_ready",
     "check_replay_use",
 ]
@@ -33,10 +34,12 @@ _NEEDS: dict[str, tuple[str, str]] = {
     "UpdateTarget": ("target_network", "syncs the policy's target network"),
     "ComputeGradients": ("gradients", "asks the policy for gradients"),
     "ApplyGradients": ("gradients", "applies gradients to the policy"),
+    "AsyncGradients": ("gradients", "asks the rollout workers' policies for gradients"),
 }
 
-#: operators that update the learner policy from the batches they receive
-_TRAINERS = ("TrainOneStep", "ComputeGradients", "Enqueue")
+#: operators that update the learner policy from the batches they receive (AsyncGradients
+#: from the fragments its rollout workers sample themselves)
+_TRAINERS = ("TrainOneStep", "ComputeGradients", "Enqueue", "AsyncGradients")
 
 #: operators whose output items are their input items (same env steps per item)
 _PASS_THROUGH = frozenset(
@@ -151,7 +154,10 @@ def check_replay_use(ctx: Context) -> None:
             not readers
             and "replay" in policy.capabilities
             and node.op != "Enqueue"
-            and any(ctx.plan.nodes[a].op == "ParallelRollouts" for a in anc)
+            and (
+                node.op == "AsyncGradients"
+                or any(ctx.plan.nodes[a].op == "ParallelRollouts" for a in anc)
+            )
         ):
             ctx.report(
                 "PG172",
@@ -427,3 +433,54 @@ def check_batch_sizes(
             _check_concat(ctx, nid, only, sized)
         elif node.op == "TrainOneStep":
             _check_minibatch(ctx, nid, only)
+
+
+#: operators that emit gradients without a source rollout worker, and why
+_SOURCELESS = {
+    "ComputeGradients": "computes its gradients in the driver, with the learner policy",
+    "AverageGradients": "combines the gradients of several batches into one",
+}
+#: operators that pass gradient items through (a source, if any, stays on them)
+_GRAD_PASS_THROUGH = frozenset({"Duplicate", "Concurrently", "Union"})
+
+
+def _sourceless_producers(ctx: Context, nid: str) -> list[str]:
+    """The nodes feeding ``nid``, through pass-through and merge operators, whose
+    gradients name no rollout worker."""
+    found: list[str] = []
+    seen: set[str] = set()
+    todo = list(ctx.plan.nodes[nid].inputs)
+    while todo:
+        cur = todo.pop()
+        if cur in seen or cur not in ctx.plan.nodes:
+            continue
+        seen.add(cur)
+        op = ctx.plan.nodes[cur].op
+        if op in _SOURCELESS:
+            found.append(cur)
+        elif op in _GRAD_PASS_THROUGH:
+            todo.extend(ctx.plan.nodes[cur].inputs)
+    return list(ctx.topology.sort(found))
+
+
+def check_gradient_sources(ctx: Context) -> None:
+    """Gradients applied with update_workers="source" come from the rollout workers."""
+    for nid, node in ctx.plan.nodes.items():
+        if node.op != "ApplyGradients" or nid in ctx.topology.cyclic:
+            continue
+        if _param(ctx, nid, "update_workers") != "source":
+            continue
+        for producer in _sourceless_producers(ctx, nid):
+            op = ctx.plan.nodes[producer].op
+            ctx.report(
+                "PG182",
+                f'ApplyGradients with update_workers="source" sends the new weights to the '
+                f"rollout worker that computed each gradient, but {op} {brief(producer)} "
+                f"{_SOURCELESS[op]}: its gradients come from no rollout worker, so the run "
+                "would stop at the first one (ValueError)",
+                node=nid,
+                pointer=f"/nodes/{nid}/params/update_workers",
+                hint="compute the gradients on the rollout workers with AsyncGradients(workers) "
+                '-> ApplyGradients(update_workers="source") (A3C), or set '
+                "update_workers to true to broadcast the weights to every worker",
+            )

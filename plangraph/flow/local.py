@@ -283,6 +283,17 @@ class LocalIterator(Generic[T]):
         node = node_name(fn, name)
         return self._then(lambda it: _guard(node, iter(fn(it))), node)
 
+    def profiled(self, node_id: str) -> LocalIterator[T]:
+        """This stream with its pulls timed as stream ``node_id`` in the flow's profile
+        (``plangraph.flow.profile``): exclusive seconds, items and phases, and the
+        seconds per item in timer ``node_id``. Items pass unchanged."""
+
+        def apply_profile(it: Iterator[Any]) -> Iterator[Any]:
+            ctx = get_metrics()  # built inside a pull: the flow's context is current
+            return ctx.profile.wrap(node_id, it, ctx.timers, NOT_READY)
+
+        return self._then(apply_profile, self.name)
+
     def zip_with_source_actor(self) -> LocalIterator[tuple[Any, T]]:
         """Map each item to ``(current_actor, item)``; only meaningful downstream of a
         ``gather_async`` in the same flow. Raises ``OperatorError`` if no actor is known."""

@@ -21,13 +21,17 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from plangraph.flow.profile import PHASES, FlowProfile
+
 __all__ = [
     "TIMER_WINDOW",
     "MetricsContext",
     "SharedMetrics",
     "Timer",
+    "current_profile",
     "get_metrics",
     "metrics_context",
+    "phase",
 ]
 
 TIMER_WINDOW = 10
@@ -98,7 +102,8 @@ class MetricsContext:
     ``counters``: ``dict[str, int]``, missing keys read as 0 (e.g. ``num_env_steps_sampled``
     in env steps). ``timers``: ``dict[str, Timer]``, created on first access. ``info``:
     free-form dict (e.g. ``info["learner"]`` = learner stats). ``current_actor``: the actor
-    handle whose result is being processed, or ``None``.
+    handle whose result is being processed, or ``None``. ``profile``: exclusive time per
+    plan node and per phase (``plangraph.flow.profile``).
     """
 
     def __init__(self) -> None:
@@ -106,11 +111,12 @@ class MetricsContext:
         self.timers: defaultdict[str, Timer] = defaultdict(Timer)
         self.info: dict[str, Any] = {}
         self.current_actor: Any = None
+        self.profile = FlowProfile()
 
     def save(self) -> dict[str, Any]:
         """Checkpoint state: ``{"counters": dict, "info": dict, "timers": None}``.
 
-        Timers are not persisted (a restored run starts timing afresh).
+        Timers and the profile are not persisted (a restored run starts timing afresh).
         """
         return {
             "counters": dict(self.counters),
@@ -119,7 +125,8 @@ class MetricsContext:
         }
 
     def restore(self, values: dict[str, Any]) -> None:
-        """Refill counters and info from :meth:`save` output and reset all timers.
+        """Refill counters and info from :meth:`save` output and reset all timers and the
+        profile.
 
         Raises ``ValueError`` if ``values`` lacks ``counters`` or ``info``.
         """
@@ -132,18 +139,22 @@ class MetricsContext:
         self.counters.clear()
         self.counters.update({str(k): int(v) for k, v in values["counters"].items()})
         self.timers.clear()
+        self.profile.reset()
         self.info = copy.deepcopy(dict(values["info"]))
 
     @classmethod
     def merged(cls, contexts: Iterable[MetricsContext]) -> MetricsContext:
         """A fresh context holding the sum of the counters and the union of the info of the
-        distinct ``contexts``; timers and current actor carry over from the first that has
-        them. Plans are lazy, so these are normally still empty when a union is built."""
+        distinct ``contexts``; timers, the profile and current actor carry over from the
+        first that has them. Plans are lazy, so these are normally still empty when a
+        union is built."""
         out = cls()
         seen: set[int] = set()
         for ctx in contexts:
             if id(ctx) in seen:
                 continue
+            if not seen:
+                out.profile = ctx.profile
             seen.add(id(ctx))
             for key, value in ctx.counters.items():
                 out.counters[key] += value
@@ -219,3 +230,26 @@ def _swap(ctx: MetricsContext | None) -> MetricsContext | None:
     prev = getattr(_current, "ctx", None)
     _current.ctx = ctx
     return prev
+
+
+def current_profile() -> FlowProfile | None:
+    """The profile of the flow whose operator is running now; ``None`` outside a pull."""
+    ctx = getattr(_current, "ctx", None)
+    return None if ctx is None else ctx.profile
+
+
+@contextmanager
+def phase(name: str) -> Iterator[None]:
+    """Time the block as phase ``name`` of the current flow's profile (a no-op outside a
+    pull; see ``plangraph.flow.profile``).
+
+    Raises ``ValueError`` for a name not in ``plangraph.flow.profile.PHASES``.
+    """
+    if name not in PHASES:
+        raise ValueError(f"unknown phase {name!r}; expected one of {PHASES}")
+    profile = current_profile()
+    if profile is None:
+        yield
+        return
+    with profile.phase(name):
+        yield

@@ -40,7 +40,7 @@ from plangraph.flow._shard import (
 )
 from plangraph.flow.errors import OperatorError, _one_line
 from plangraph.flow.local import LocalIterator, node_name
-from plangraph.flow.metrics import get_metrics
+from plangraph.flow.metrics import get_metrics, phase
 from plangraph.flow.sentinel import NOT_READY, note_pending
 
 __all__ = ["ActorFailureHook", "ParallelIterator"]
@@ -197,14 +197,19 @@ class ParallelIterator(Generic[T]):
             while live:
                 if refs is None:
                     refs = [s.submit() for s in live]
-                if timeout is not None:
-                    _, waiting = ray.wait(refs, num_returns=len(refs), timeout=timeout)
-                    if waiting:
-                        note_pending(waiting)
-                        yield NOT_READY
-                        continue
+                # Waiting for the actors (without fetching) and fetching their results are
+                # timed apart: the profile tells sampling from object-store transfers.
+                with phase("sampling"):
+                    _, waiting = ray.wait(
+                        refs, num_returns=len(refs), timeout=timeout, fetch_local=False
+                    )
+                if waiting:
+                    note_pending(waiting)
+                    yield NOT_READY
+                    continue
                 try:
-                    values = ray.get(refs)
+                    with phase("object_store"):
+                        values = ray.get(refs)
                 except RayError:
                     values = [shards.resolve(s, ref) for s, ref in zip(live, refs, strict=True)]
                 refs = None
@@ -255,7 +260,8 @@ class ParallelIterator(Generic[T]):
                 ready: list[Any] = []
                 if poll or timeout is not None or rounds_without_poll >= _REPOLL_EVERY:
                     # Take every result that is ready in one call (RLlib's batched wait).
-                    ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
+                    with phase("sampling"):
+                        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
                     poll, rounds_without_poll = bool(ready), 0
                 else:
                     # The last poll found nothing: the consumer outpaces the actors, so a
@@ -266,7 +272,8 @@ class ParallelIterator(Generic[T]):
                     # on each shard's oldest request keeps every shard's items in order
                     # (ray.wait may return any one of several ready refs).
                     heads = [next(iter(s.issued)) for s in live if s.live and s.issued]
-                    ready, _ = ray.wait(heads or refs, num_returns=1, timeout=timeout)
+                    with phase("sampling"):
+                        ready, _ = ray.wait(heads or refs, num_returns=1, timeout=timeout)
                 if not ready:
                     note_pending(refs)
                     yield NOT_READY
@@ -275,7 +282,8 @@ class ParallelIterator(Generic[T]):
                     in_ready = set(ready)
                     ready = [ref for ref in pending if ref in in_ready]  # submission order
                 try:
-                    values = ray.get(ready)
+                    with phase("object_store"):
+                        values = ray.get(ready)
                 except RayError:
                     values = [_get_or_error(ref) for ref in ready]
                 out: list[tuple[_Shard, Any]] = []

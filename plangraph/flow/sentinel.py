@@ -162,20 +162,27 @@ class IdleWaiter:
         self._delay = self.MIN_DELAY_S
 
     def wait(self, note: PendingNote) -> None:
+        from plangraph.flow.metrics import phase
+
         refs = list(dict.fromkeys(note.refs))  # ray.wait rejects duplicates
         if refs and not note.local:
             import ray
 
-            ray.wait(refs, num_returns=1, timeout=self.RAY_WAIT_GUARD_S)
+            # Only gathers note refs: this waits on rollout workers.
+            with phase("sampling"):
+                ray.wait(refs, num_returns=1, timeout=self.RAY_WAIT_GUARD_S)
             return
         delay = self._delay
         self._delay = min(2 * delay, self.MAX_DELAY_S)
         if refs:
             import ray
 
-            ray.wait(refs, num_returns=1, timeout=delay)
+            # Rollouts are pending: waiting on them, re-checking the local waits now and then.
+            with phase("sampling"):
+                ray.wait(refs, num_returns=1, timeout=delay)
         else:
-            time.sleep(delay)
+            with phase("idle"):  # a learner thread's queue, a replay buffer, a sibling
+                time.sleep(delay)
 
 
 def ready_items(it: Iterator[T], watchdog: Watchdog | None = None) -> Iterator[T]:

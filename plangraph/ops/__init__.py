@@ -20,7 +20,7 @@ from plangraph.ops.builtin.combine import (
 from plangraph.ops.builtin.merge import Concurrently, Duplicate, Union
 from plangraph.ops.builtin.replay import LocalReplay, StoreToReplay
 from plangraph.ops.builtin.sink import StandardMetricsReporting
-from plangraph.ops.builtin.sources import ParallelRollouts
+from plangraph.ops.builtin.sources import AsyncGradients, ParallelRollouts
 from plangraph.ops.builtin.train import (
     ApplyGradients,
     AverageGradients,
@@ -59,6 +59,7 @@ __all__ = [
     "APPLY_MODES",
     "CATEGORIES",
     "ApplyGradients",
+    "AsyncGradients",
     "AverageGradients",
     "Batch",
     "ComputeGradients",

@@ -18,8 +18,12 @@ __all__ = [
     "catalog_text",
     "describe_op",
     "describe_params",
+    "describe_policy",
+    "find_policy",
     "op_text",
     "plain_text",
+    "policy_configs",
+    "policy_text",
     "summary",
 ]
 
@@ -154,6 +158,7 @@ def op_text(sig: OpSignature) -> str:
     lines += _param_lines(d["params"])
     for r in d["resources"]:
         lines.append(f"  resource: {r['param']} -> {r['kind']} ({r['access']})")
+    lines.append("  set from the command line: --set nodes.ID.PARAM=VALUE (or ID.PARAM)")
     return "\n".join(lines) + "\n"
 
 
@@ -169,11 +174,76 @@ def describe_resource_kind(kind: ResourceKind) -> dict[str, Any]:
 
 
 def resource_kind_text(kind: ResourceKind) -> str:
-    """A page of text about one resource kind: doc and params table."""
+    """A page of text about one resource kind: doc, params table, where a param that
+    holds a policy config is documented, and the ``--set`` path of its params."""
     d = describe_resource_kind(kind)
     lines = [f'{kind.name}  [resource, declared once and referenced as "@id"]', ""]
     lines += ["  " + x if x else "" for x in plain_text(d["doc"]).splitlines()]
     lines += ["", *_param_lines(d["params"])]
+    for name, f in kind.params_model.model_fields.items():
+        algos = [a for a, m in policy_configs().items() if m in _member_models(f.annotation)]
+        if algos:
+            lines.append(
+                f'  {name}: one of the policies, by its "algo" ({", ".join(algos)}); '
+                f"`plangraph ops {algos[0]}` lists a policy's params"
+            )
+    example = ", e.g. --set workers.num_envs_per_worker=4" if kind.name == "WorkerSet" else ""
+    lines.append(
+        f"  set from the command line: --set resources.ID.PARAM=VALUE (or ID.PARAM){example}"
+    )
+    return "\n".join(lines) + "\n"
+
+
+def _member_models(annotation: Any) -> list[type[BaseModel]]:
+    """The pydantic models an annotation may hold (the members of a union, unwrapped)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    out: list[type[BaseModel]] = []
+    for a in typing.get_args(annotation):
+        out += _member_models(a)
+    return out
+
+
+def policy_configs() -> dict[str, type[BaseModel]]:
+    """Policy config model by ``algo`` (``a2c``, ``ppo``, ``dqn``, ``impala``, ``appo``)."""
+    from plangraph.ops.policies import PolicyConfigModel
+
+    return {m.model_fields["algo"].default: m for m in typing.get_args(PolicyConfigModel)}
+
+
+def find_policy(name: str) -> str | None:
+    """The ``algo`` that ``name`` names (``ppo``, ``PPO``, ``PPOConfig``), or None."""
+    key = name.lower().removesuffix("config")
+    return key if key in policy_configs() else None
+
+
+def describe_policy(algo: str) -> dict[str, Any]:
+    """A policy config (the ``policy`` of a ``WorkerSet``) as JSON data."""
+    model = policy_configs()[algo]
+    doc = inspect.cleandoc(model.__doc__ or "")
+    return {
+        "name": algo,
+        "kind": "policy",
+        "config": model.__name__,
+        "summary": summary(doc),
+        "doc": doc,
+        "params": describe_params(model),
+    }
+
+
+def policy_text(algo: str) -> str:
+    """A page of text about one policy config: doc, params table, how to set them."""
+    d = describe_policy(algo)
+    lines = [
+        f'{algo}  [policy {d["config"]}: a WorkerSet\'s "policy" with "algo": "{algo}"]',
+        "",
+    ]
+    lines += ["  " + x if x else "" for x in plain_text(d["doc"]).splitlines()]
+    lines += ["", *_param_lines(d["params"])]
+    lines.append(
+        "  set from the command line: --set resources.ID.policy.PARAM=VALUE (or "
+        "ID.policy.PARAM), e.g. --set workers.policy.gamma=0.98"
+    )
     return "\n".join(lines) + "\n"
 
 
@@ -213,4 +283,11 @@ def catalog_text(sigs: dict[str, OpSignature]) -> str:
             for p in describe_params(s.params_model)
         ]
         lines.append(f"{'':<{wn}}  params: {', '.join(params) or 'none'}")
+    from plangraph.ops.registry import all_resource_kinds
+
+    lines += [
+        "",
+        f"resource kinds: {', '.join(all_resource_kinds())} (plangraph ops KIND)",
+        f"policies (a WorkerSet's policy.algo): {', '.join(policy_configs())} (plangraph ops ALGO)",
+    ]
     return "\n".join(lines) + "\n"

@@ -13,6 +13,10 @@ What is drawn, in this order (so the text is stable for snapshots and diffs):
 5. dashed read/write edges between resources and the ops whose params reference them;
 6. the legend, built from the same style table as the nodes.
 
+With a run's ``profile`` (``plangraph.ir.profile.RunProfile``) the nodes are filled with
+their heat colour and labelled with their share of wall time, time per call and calls
+per iteration, and the edges with their items per second (``plangraph.render.heat``).
+
 Diagnostics are attached where they point: an ``/nodes/<id>/inputs/<i>`` pointer marks
 that edge, other ``/nodes/<id>...`` pointers (or ``Diagnostic.node``) mark the node and
 ``/resources/<id>...`` the resource; each mark shows the stable code, in red (orange for
@@ -28,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from plangraph.ir.refs import resource_ref_id
+from plangraph.render import heat
 from plangraph.render.dotlang import DotWriter, Html, escape_html
 from plangraph.render.labels import Mark, ParamLine, box_label, edge_label, tooltip
 from plangraph.render.style import (
@@ -52,6 +57,7 @@ from plangraph.text import brief
 if TYPE_CHECKING:
     from plangraph.compiler import CompiledPlan, Diagnostic
     from plangraph.compiler.compiled import CompiledNode
+    from plangraph.ir.profile import RunProfile
 
 RANKDIRS: tuple[str, ...] = ("TB", "LR")
 
@@ -209,7 +215,7 @@ def _resource_lines(
     return lines
 
 
-def _title(compiled: CompiledPlan, marks: _Marks) -> Html:
+def _title(compiled: CompiledPlan, marks: _Marks, profile: RunProfile | None = None) -> Html:
     plan = compiled.plan
     rows = [f'<FONT POINT-SIZE="16"><B>{escape_html(plan.name or "(unnamed plan)")}</B></FONT>']
     if plan.description:
@@ -230,6 +236,8 @@ def _title(compiled: CompiledPlan, marks: _Marks) -> Html:
         rows.append(
             f'<FONT COLOR="{mark.color}"><B>{escape_html(mark.code)}</B> {escape_html(msg)}</FONT>'
         )
+    if profile is not None:
+        rows += [f"<B>{escape_html(line)}</B>" for line in heat.title_lines(profile)]
     return Html("<BR/>".join(rows))
 
 
@@ -265,12 +273,15 @@ def _has_path(adj: Mapping[str, set[str]], start: str, goal: str) -> bool:
     return False
 
 
-def to_dot(compiled: CompiledPlan, rankdir: str = "TB") -> str:
+def to_dot(compiled: CompiledPlan, rankdir: str = "TB", profile: RunProfile | None = None) -> str:
     """The plan as DOT text (UTF-8 safe, deterministic); needs no Graphviz installed.
 
     Args:
         compiled: the result of ``plangraph.compiler.analyze`` (plans with errors too).
         rankdir: ``"TB"`` (top to bottom) or ``"LR"`` (left to right).
+        profile: a run's profile (``profile.json``) to draw on the plan: heat colour,
+            share of wall time, ms per call and calls per iteration on each node, items
+            per second on each edge.
 
     Raises:
         ValueError: ``rankdir`` is not ``"TB"`` or ``"LR"``.
@@ -293,7 +304,7 @@ def to_dot(compiled: CompiledPlan, rankdir: str = "TB") -> str:
         "graph",
         {
             "rankdir": rankdir,
-            "label": _title(compiled, marks),
+            "label": _title(compiled, marks, profile),
             "labelloc": "t",
             "labeljust": "c",
             "fontname": FONT,
@@ -360,10 +371,23 @@ def to_dot(compiled: CompiledPlan, rankdir: str = "TB") -> str:
         # The op's one-line summary as a hover text, without its reST backticks.
         doc = sig.doc.split("\n", 1)[0] if sig is not None and sig.doc else raw_node.op
         doc = doc.replace("``", "")
+        notes: list[str] = []
+        if profile is not None:
+            notes = heat.node_lines(profile, nid)
+            attrs["fillcolor"] = (
+                heat.heat_color(profile.share(nid))
+                if nid in profile.nodes
+                else heat.NOT_PROFILED_FILL
+            )
         attrs["label"] = box_label(
-            nid, subtitle, _param_lines(node, raw_node.params, nid, marks.params), nmarks
+            nid,
+            subtitle,
+            _param_lines(node, raw_node.params, nid, marks.params),
+            nmarks,
+            notes=notes,
+            note_color=TEXT_COLOR,
         )
-        attrs["tooltip"] = tooltip(nmarks, f"{nid}: {doc}")
+        attrs["tooltip"] = tooltip(nmarks, "\n".join([f"{nid}: {doc}", *notes]))
         if nid == compiled.output:
             attrs["tooltip"] = f"{attrs['tooltip']}\n(plan output)"
         w.node(nid, attrs)
@@ -381,7 +405,7 @@ def to_dot(compiled: CompiledPlan, rankdir: str = "TB") -> str:
     w.comment("dataflow edges, labelled with the inferred port type")
     for nid in node_ids:
         for index, src in enumerate(plan.nodes[nid].inputs):
-            w.edge(src, nid, _data_edge_attrs(compiled, nid, index, marks))
+            w.edge(src, nid, _data_edge_attrs(compiled, nid, index, marks, profile))
     # What is drawn, for the rank checks below: the compiler's dataflow, plus the edges
     # from the placeholders of unknown inputs (drawn, but not part of the plan's graph).
     adj: dict[str, set[str]] = {nid: set(compiled.users(nid)) for nid in compiled.nodes}
@@ -421,7 +445,7 @@ def to_dot(compiled: CompiledPlan, rankdir: str = "TB") -> str:
         else:
             w.edge(nid, _resource_name(rid), attrs)
 
-    _legend(w, compiled, node_ids, bool(plan.resources or undeclared))
+    _legend(w, compiled, node_ids, bool(plan.resources or undeclared), profile)
     return w.source()
 
 
@@ -430,7 +454,13 @@ def _resource_name(rid: str) -> str:
     return f"@{rid}"
 
 
-def _data_edge_attrs(compiled: CompiledPlan, nid: str, index: int, marks: _Marks) -> dict[str, Any]:
+def _data_edge_attrs(
+    compiled: CompiledPlan,
+    nid: str,
+    index: int,
+    marks: _Marks,
+    profile: RunProfile | None = None,
+) -> dict[str, Any]:
     node = compiled.nodes.get(nid)
     src = compiled.plan.nodes[nid].inputs[index]
     port_type = None
@@ -448,6 +478,9 @@ def _data_edge_attrs(compiled: CompiledPlan, nid: str, index: int, marks: _Marks
         lines.append(note)
         if not emitted:
             attrs.update(PASSIVE_EDGE)
+    rate = heat.edge_note(profile, src) if profile is not None else None
+    if rate is not None:
+        lines.append(rate)
     emarks = marks.edges.get((nid, index), [])
     if emarks:
         worst = "error" if any(m.severity == "error" for m in emarks) else "warning"
@@ -473,7 +506,13 @@ def _merge_input_note(
     return " \u00b7 ".join(parts), emitted
 
 
-def _legend(w: DotWriter, compiled: CompiledPlan, node_ids: list[str], resources: bool) -> None:
+def _legend(
+    w: DotWriter,
+    compiled: CompiledPlan,
+    node_ids: list[str],
+    resources: bool,
+    profile: RunProfile | None = None,
+) -> None:
     """A column of sample boxes (one per category present) and the edge conventions."""
     if not node_ids:  # nothing drawn (the plan did not load): nothing to explain
         return
@@ -485,10 +524,20 @@ def _legend(w: DotWriter, compiled: CompiledPlan, node_ids: list[str], resources
     entries: list[tuple[str, dict[str, Any]]] = [
         (cat, style.attrs()) for cat, style in CATEGORY_STYLES.items() if cat in cats
     ]
+    if profile is not None:  # the fill is the heat: shape and border tell the category
+        entries = [(cat, {**attrs, "fillcolor": "#ffffff"}) for cat, attrs in entries]
     if resources:
         entries.append(("resource", RESOURCE_STYLE.attrs()))
     if compiled.diagnostics:
         entries.append(("diagnostic", {**MARKED_STYLE.attrs(), "color": ERROR_COLOR}))
+    if profile is not None:
+        for share in (0.0, 0.5, 1.0):
+            entries.append(
+                (
+                    f"{100 * share:.0f}% of wall time",
+                    {"shape": "box", "style": "filled", "fillcolor": heat.heat_color(share)},
+                )
+            )
     edge_rows = [
         f'<FONT COLOR="{DATA_EDGE["color"]}">solid: dataflow, labelled with the item type</FONT>'
     ]
@@ -499,6 +548,11 @@ def _legend(w: DotWriter, compiled: CompiledPlan, node_ids: list[str], resources
     if resources:
         edge_rows.append(
             f'<FONT COLOR="{RESOURCE_EDGE["color"]}">dashed: an op reads / writes a resource</FONT>'
+        )
+    if profile is not None:
+        edge_rows.append(
+            "fill: the node's share of wall time (shape and border: its category); "
+            "call: one item it emitted"
         )
     w.blank()
     w.comment("legend (same style table as the nodes), below the plan output")

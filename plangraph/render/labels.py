@@ -99,13 +99,19 @@ def _table(rows: Iterable[str]) -> Html:
 
 
 def box_label(
-    title: str, subtitle: str, params: Sequence[ParamLine], marks: Sequence[Mark] = ()
+    title: str,
+    subtitle: str,
+    params: Sequence[ParamLine],
+    marks: Sequence[Mark] = (),
+    notes: Sequence[str] = (),
+    note_color: str | None = None,
 ) -> Html:
     """Label of an operator or resource node.
 
     ``title`` (the node id) is bold, ``subtitle`` (op name or resource kind) below it, then
     one line per parameter (a ``${key}`` config reference is shown after the value it
-    resolved to), then the diagnostics in red with their codes.
+    resolved to), then ``notes`` (plain text, e.g. a run's profile, in ``note_color``),
+    then the diagnostics in red with their codes.
     """
     # An id is shown with its control characters as escapes ("a\\tb"): dot rejects an
     # empty <B></B> or one holding only a newline; an empty id is shown as "".
@@ -125,6 +131,8 @@ def box_label(
                 text = _font(text, color=ERROR_COLOR)
             lines.append(text)
         rows.append(_font("".join(f'{line}<BR ALIGN="LEFT"/>' for line in lines), size=10))
+    for note in notes:
+        rows.append(_font(f"<B>{escape_html(note)}</B>", color=note_color, size=10))
     rows.extend(_mark_lines(marks))
     return _table(rows)
 

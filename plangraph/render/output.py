@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from types import ModuleType
 
     from plangraph.compiler import CompiledPlan
+    from plangraph.ir.profile import RunProfile
 
 DOT_SUFFIXES: tuple[str, ...] = (".dot", ".gv")
 """Suffixes written as DOT text (no Graphviz needed)."""
@@ -81,7 +82,12 @@ def repr_svg(compiled: CompiledPlan) -> str | None:
         return None
 
 
-def render(compiled: CompiledPlan, path: str | Path, rankdir: str = "TB") -> Path:
+def render(
+    compiled: CompiledPlan,
+    path: str | Path,
+    rankdir: str = "TB",
+    profile: RunProfile | None = None,
+) -> Path:
     """Draw ``compiled`` to ``path``; the format comes from the suffix.
 
     ``.dot``/``.gv`` write DOT text (UTF-8) and need no Graphviz; ``.svg`` and ``.png`` run
@@ -92,6 +98,7 @@ def render(compiled: CompiledPlan, path: str | Path, rankdir: str = "TB") -> Pat
         compiled: the result of ``plangraph.compiler.analyze`` (or ``compile``).
         path: output file; its suffix picks the format (case-insensitive).
         rankdir: ``"TB"`` (top to bottom) or ``"LR"`` (left to right).
+        profile: a run's profile to draw on the plan (see :func:`to_dot`).
 
     Returns:
         The path written.
@@ -105,7 +112,7 @@ def render(compiled: CompiledPlan, path: str | Path, rankdir: str = "TB") -> Pat
     suffix = path.suffix.lower()
     if suffix not in SUFFIXES:
         raise UnsupportedFormatError(path, SUFFIXES)
-    source = to_dot(compiled, rankdir=rankdir)
+    source = to_dot(compiled, rankdir=rankdir, profile=profile)
     if suffix in DOT_SUFFIXES:
         data = source.encode("utf-8")
     else:

@@ -115,3 +115,40 @@ def category_style(category: str | None) -> NodeStyle:
     if category is None:
         return UNKNOWN_STYLE
     return CATEGORY_STYLES.get(category, UNKNOWN_STYLE)
+
+
+# -- plan diffs (plangraph diff): status colours replace the category colours -------------
+
+ADDED_COLOR = "#1e8449"
+REMOVED_COLOR = ERROR_COLOR
+CHANGED_COLOR = WARNING_COLOR
+UNCHANGED_COLOR = "#95a5a6"
+
+DIFF_STYLES: dict[str, NodeStyle] = {
+    "added": NodeStyle("box", "#d5f5e3", ADDED_COLOR, penwidth=2.0, description="added (in b)"),
+    "removed": NodeStyle(
+        "box",
+        ERROR_FILL,
+        REMOVED_COLOR,
+        style="dashed,filled",
+        penwidth=2.0,
+        description="removed (only in a)",
+    ),
+    "changed": NodeStyle("box", "#fdebd0", CHANGED_COLOR, penwidth=2.0, description="changed"),
+    "unchanged": NodeStyle("box", "#f4f6f6", UNCHANGED_COLOR, description="unchanged"),
+}
+"""Fill and border of a node or resource by its status in a diff; the shape stays the one
+of its category (``CATEGORY_STYLES``) or ``RESOURCE_STYLE``."""
+
+DIFF_EDGES: dict[str, dict[str, str | int | float]] = {
+    "added": {"color": ADDED_COLOR, "fontcolor": ADDED_COLOR, "penwidth": 2.0},
+    "removed": {
+        "color": REMOVED_COLOR,
+        "fontcolor": REMOVED_COLOR,
+        "penwidth": 2.0,
+        "style": "dashed",
+    },
+    "changed": {"color": CHANGED_COLOR, "fontcolor": CHANGED_COLOR, "penwidth": 2.0},
+    "unchanged": {"color": UNCHANGED_COLOR, "fontcolor": "#7f8c8d"},
+}
+"""Edge attributes by status (``changed``: the same edge with another port type)."""

@@ -80,6 +80,7 @@ from plangraph.rl.policy import TorchPolicy, as_policy_config
 from plangraph.rl.postprocessing import compute_gae, compute_n_step_returns
 from plangraph.rl.sample_batch import SampleBatch
 from plangraph.rl.seeding import derive_seeds
+from plangraph.rl.worker_gradients import WorkerGradients, sample_and_compute_gradients
 
 EnvSpec = str | Callable[[], gym.Env]
 """A gymnasium env id (``"CartPole-v1"``) or a zero-argument creator of a ``gym.Env``."""
@@ -346,6 +347,11 @@ class RolloutWorker:
             batch = out
         return batch
 
+    def sample_and_compute_gradients(self) -> WorkerGradients:
+        """A3C's worker step: ``sample()`` one fragment, then this worker's policy's
+        gradients on it (no optimizer step); see ``plangraph.rl.worker_gradients``."""
+        return sample_and_compute_gradients(self)
+
     def _postprocess_actor_critic(
         self,
         obs_buf: np.ndarray,
@@ -466,10 +472,10 @@ class RolloutWorker:
         ``{"snapshot": ...}`` from ``env_state.capture_env``, or ``{"snapshot": None,
         "reason": str}`` where it cannot be captured), ``obs`` (``[N, *obs_shape]``,
         obs dtype), ``ep_return`` (float64 ``[N]``), ``ep_len`` (int64 ``[N]``, env
-        steps), ``eps_ids`` (int64 ``[N]``), ``eps_counter``, ``num_env_steps_sampled``
-        and, with ``include_policy`` (False where the policy is the learner's own, whose
-        state the checkpoint already holds), ``policy``
-        (``TorchPolicy.get_sampling_state()``).
+        steps), ``eps_ids`` (int64 ``[N]``), ``eps_counter``, ``num_env_steps_sampled``,
+        ``policy_version`` (of the weights it holds) and, with ``include_policy`` (False
+        where the policy is the learner's own, whose state the checkpoint already holds),
+        ``policy`` (``TorchPolicy.get_sampling_state()``).
         """
         envs = []
         for sub_env in self.env.envs:
@@ -488,6 +494,7 @@ class RolloutWorker:
             "eps_ids": np.asarray(self._eps_ids, dtype=np.int64).copy(),
             "eps_counter": self._eps_counter,
             "num_env_steps_sampled": self.num_env_steps_sampled,
+            "policy_version": self.policy_version,
         }
         if include_policy:
             state["policy"] = self.policy.get_sampling_state()
@@ -517,6 +524,8 @@ class RolloutWorker:
         self._eps_ids = np.array(state["eps_ids"], dtype=np.int64, copy=True)
         self._eps_counter = int(state["eps_counter"])
         self.num_env_steps_sampled = int(state["num_env_steps_sampled"])
+        # Absent in checkpoints written before versions were saved: as a fresh worker.
+        self.policy_version = int(state.get("policy_version", 0))
         reset = []
         for k, (sub_env, entry) in enumerate(zip(self.env.envs, state["envs"], strict=True)):
             if entry["snapshot"] is not None:

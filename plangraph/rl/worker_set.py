@@ -40,6 +40,7 @@ import warnings
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from plangraph.rl.envs import resolve_env, ship_by_value
 from plangraph.rl.policies import make_policy
 from plangraph.rl.policy import TorchPolicy, as_policy_config
 from plangraph.rl.restarts import RestartPolicy, WorkerRestartError, describe_actor_death
@@ -59,7 +60,8 @@ class WorkerSet:
     """Learner policy + rollout workers.
 
     Args:
-        env: gymnasium env id or env creator.
+        env: gymnasium env id or env creator; resolved here (``plangraph.rl.envs``), so an
+            env registered only in this process still reaches every rollout worker.
         num_workers: remote rollout workers (0 = sample in-process).
         num_envs_per_worker: sub-envs per worker.
         rollout_fragment_length: env steps per sub-env per ``sample()``.
@@ -99,7 +101,9 @@ class WorkerSet:
             import torch
 
             torch.set_num_threads(learner_torch_threads)
-        self.env = env
+        # Resolved here, in the driver where it is registered: the creator travels to
+        # the workers, whose own gymnasium registries may not know the id.
+        self.env = resolve_env(env)
         self.num_workers = int(num_workers)
         self.num_envs_per_worker = int(num_envs_per_worker)
         self.rollout_fragment_length = int(rollout_fragment_length)
@@ -128,6 +132,7 @@ class WorkerSet:
             return
         import ray
 
+        ship_by_value(self.env)
         self.remote_workers = [self._make_remote(i + 1) for i in range(self.num_workers)]
         obs_space, act_space = ray.get(self.remote_workers[0].get_spaces.remote())
         policy_seed, _ = derive_seeds(self.seed, 0, 0)
@@ -135,8 +140,16 @@ class WorkerSet:
         self.sync_weights()
 
     @classmethod
-    def from_params(cls, params: WorkerSetParams, seed: int = 0, **kwargs: Any) -> WorkerSet:
-        """Build from a plan's validated ``WorkerSetParams`` resource."""
+    def from_params(
+        cls,
+        params: WorkerSetParams,
+        seed: int = 0,
+        *,
+        env: EnvSpec | None = None,
+        **kwargs: Any,
+    ) -> WorkerSet:
+        """Build from a plan's validated ``WorkerSetParams`` resource; ``env`` (an id or a
+        creator) replaces ``params.env`` when given."""
         kwargs.setdefault(
             "restart_policy",
             RestartPolicy(
@@ -146,7 +159,7 @@ class WorkerSet:
             ),
         )
         return cls(
-            params.env,
+            params.env if env is None else env,
             params.num_workers,
             params.num_envs_per_worker,
             params.rollout_fragment_length,
@@ -206,6 +219,23 @@ class WorkerSet:
         for worker in self.remote_workers:
             worker.set_weights.remote(ref, gv)
         self.num_weight_broadcasts += 1
+
+    def sync_weights_to(self, worker: Any, global_vars: Mapping[str, Any] | None = None) -> None:
+        """Send the learner weights (one ``ray.put``) and global vars to ``worker`` alone,
+        without waiting (A3C: the worker whose gradients were just applied).
+
+        ``global_vars`` are also kept as the ones last sent, so a worker that is replaced
+        later starts from the same (e.g. ``policy_version``) as the learner's weights it
+        gets. Does nothing without remote workers (the local worker shares the policy).
+        """
+        if global_vars:
+            self._global_vars.update(global_vars)
+        if not self.remote_workers:
+            return
+        import ray
+
+        ref = ray.put(self.local_policy.get_weights())
+        worker.set_weights.remote(ref, dict(self._global_vars) or None)
 
     # --- checkpoints ------------------------------------------------------------------
     def get_state(self) -> dict[str, Any]:

@@ -20,8 +20,9 @@ if TYPE_CHECKING:
 def build(compiled: Any, **kwargs: Any) -> Algorithm:
     """Lower a compiled plan onto Ray actors: ``Algorithm(compiled, **kwargs)``.
 
-    Keyword arguments: ``env`` (gymnasium id), ``num_workers``, ``seed``, ``address`` (Ray
-    cluster; default: start Ray in-process). See ``plangraph.runtime.algorithm.Algorithm``.
+    Keyword arguments: ``env`` (gymnasium id or env creator callable), ``num_workers``,
+    ``seed``, ``address`` (Ray cluster; default: start Ray in-process). See
+    ``plangraph.runtime.algorithm.Algorithm``.
     """
     from plangraph.runtime.algorithm import Algorithm
 

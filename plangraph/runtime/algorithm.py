@@ -15,7 +15,7 @@ import json
 import os
 import shutil
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -32,6 +32,7 @@ from plangraph.runtime.training_loop import TrainingLoop
 
 if TYPE_CHECKING:
     from plangraph.compiler import CompiledPlan
+    from plangraph.ir.profile import RunProfile
     from plangraph.runtime.result import Result
 
 CHECKPOINT_VERSION = 2
@@ -92,6 +93,16 @@ def read_checkpoint_meta(path: Path) -> CheckpointMeta:
         raise CheckpointError(f"{meta_file}: {where}: {err['msg']}") from None
 
 
+def _check_evaluation(interval: Any, episodes: Any) -> None:
+    """Raise ``BuildError`` unless ``interval`` >= 0 and ``episodes`` >= 1 are ints."""
+    for name, value, low in (
+        ("evaluation_interval", interval, 0),
+        ("evaluation_episodes", episodes, 1),
+    ):
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise BuildError(f"{name}={value!r}: must be an integer >= {low}")
+
+
 @dataclass(frozen=True)
 class Checkpoint:
     """A checkpoint directory read and validated, not yet applied (``Algorithm.restore``).
@@ -147,7 +158,12 @@ class Algorithm:
     """A running plan: worker sets and replay buffers as declared, the dataflow lowered.
 
     Built by ``CompiledPlan.build(env=None, num_workers=None, seed=0, address=None)``;
-    ``env``/``num_workers`` override every ``WorkerSet`` resource of the plan.
+    ``env``/``num_workers`` override every ``WorkerSet`` resource of the plan. ``env`` is a
+    gymnasium env id (registered in this process: by gymnasium, a Python plan file or a
+    module you imported) or a callable returning a ``gym.Env``; either travels to every
+    rollout worker (``plangraph.rl.envs``). ``evaluation_interval`` (iterations; 0: never)
+    and ``evaluation_episodes`` add greedy evaluation episodes to every
+    ``evaluation_interval``-th result (``plangraph.runtime.evaluation``).
 
     Attributes:
         compiled: the plan as compiled (declared params; what checkpoints record).
@@ -158,18 +174,20 @@ class Algorithm:
 
     Raises:
         PlanValidationError: the compiled plan has errors.
-        BuildError: an override is invalid, the env id is unknown, or an operator has no
-            implementation (all before Ray starts).
+        BuildError: an override or an evaluation setting is invalid, the env id is
+            unknown, or an operator has no implementation (all before Ray starts).
     """
 
     def __init__(
         self,
         compiled: CompiledPlan,
         *,
-        env: str | None = None,
+        env: str | Callable[..., Any] | None = None,
         num_workers: int | None = None,
         seed: int = 0,
         address: str | None = None,
+        evaluation_interval: int = 0,
+        evaluation_episodes: int = 10,
     ) -> None:
         if not compiled.ok:
             from plangraph.compiler import PlanValidationError
@@ -182,6 +200,7 @@ class Algorithm:
         self.compiled = compiled
         self.executed = compiled.executed
         check_implementations(self.executed)  # before any actor starts
+        _check_evaluation(evaluation_interval, evaluation_episodes)
         self.seed = seed
         self.run_state = RunState.for_plan(self.executed)
         self.ctx = BuildContext.create(
@@ -192,8 +211,18 @@ class Algorithm:
             address=address,
             run_state=self.run_state,
         )
-        self._results = iter(lower_plan(self.executed, self.ctx))
         self._stopped = False
+        self.evaluation_interval = int(evaluation_interval)
+        self.evaluation_episodes = int(evaluation_episodes)
+        self._evaluator: Any = None
+        try:
+            self._results = iter(lower_plan(self.executed, self.ctx))
+            if self.evaluation_interval:
+                self._evaluator = self._make_evaluator(self.evaluation_episodes)
+        except BaseException:
+            self.stop()
+            raise
+        self._profile_start()
 
     @property
     def iteration(self) -> int:
@@ -202,10 +231,104 @@ class Algorithm:
 
     def train(self) -> Result:
         """Run one training iteration (as the plan's ``StandardMetricsReporting`` defines
-        it) and return its ``Result`` (keys: ``plangraph.runtime.result.Result``)."""
+        it) and return its ``Result`` (keys: ``plangraph.runtime.result.Result``); every
+        ``evaluation_interval`` iterations it also holds ``evaluation`` (greedy episodes,
+        ``plangraph.runtime.evaluation``)."""
         if self._stopped:
             raise BuildError("this Algorithm was stopped; build a new one")
-        return next(self._results)
+        result = next(self._results)
+        if self._evaluator is not None and result["iteration"] % self.evaluation_interval == 0:
+            result["evaluation"] = self._evaluator.evaluate(result["iteration"])
+        return result
+
+    # -- the trained policy ----------------------------------------------------------------
+
+    @property
+    def policy(self) -> Any:
+        """The learner ``TorchPolicy`` of the plan's worker set (the first by resource id
+        when it declares several)."""
+        return self.ctx.worker_sets[self._policy_resource()].local_policy
+
+    def _policy_resource(self) -> str:
+        if not self.ctx.worker_sets:
+            raise BuildError(f"plan {self.compiled.plan.name!r} declares no WorkerSet")
+        return sorted(self.ctx.worker_sets)[0]
+
+    def _make_evaluator(self, episodes: int) -> Any:
+        from plangraph.runtime.evaluation import Evaluator
+
+        rid = self._policy_resource()
+        return Evaluator(
+            self.ctx.worker_sets[rid], self.ctx.policy_lock(rid), episodes=episodes, seed=self.seed
+        )
+
+    def compute_actions(self, obs: Any, explore: bool = False) -> Any:
+        """Actions of the learner policy for a batch of observations.
+
+        Args:
+            obs: float32 ``[B, *obs_shape]`` (the env's observation dtype).
+            explore: sample (``True``) or act greedily (``False``: argmax of the policy
+                logits, or of Q for DQN).
+
+        Returns:
+            int64 ``[B]``.
+        """
+        import numpy as np
+
+        rid = self._policy_resource()
+        policy = self.ctx.worker_sets[rid].local_policy
+        batch = np.asarray(obs, dtype=policy.observation_space.dtype)
+        with self.ctx.policy_lock(rid):
+            actions, _ = policy.compute_actions(batch, explore=explore)
+        return actions
+
+    def evaluate(self, episodes: int | None = None, *, round_: int | None = None) -> dict:
+        """Play greedy evaluation episodes now (``evaluation_episodes`` unless given) with
+        the learner's current weights; returns ``episode_return_mean/std/min/max``,
+        ``episode_len_mean`` and ``time_s`` (the ``evaluation`` of a result). ``round_``
+        picks the seed round (default: the iteration).
+
+        Raises:
+            BuildError: ``episodes`` < 1.
+        """
+        n = self.evaluation_episodes if episodes is None else episodes
+        _check_evaluation(self.evaluation_interval, n)
+        evaluator = self._evaluator
+        if evaluator is None or evaluator.episodes != n:
+            evaluator = self._make_evaluator(n)
+        try:
+            return dict(evaluator.evaluate(self.iteration if round_ is None else round_))
+        finally:
+            if evaluator is not self._evaluator:
+                evaluator.close()
+
+    def profile(self) -> RunProfile:
+        """Where the wall time of the iterations since the build (or the last restore) went:
+        seconds, items and phases per plan node, the learner threads' busy time
+        (``plangraph.ir.profile.RunProfile``, what ``profile.json`` holds)."""
+        from plangraph.ir.profile import LearnerThreadProfile, NodeProfile, RunProfile
+
+        snap = self.run_state.metrics.profile.snapshot()
+        return RunProfile(
+            plan=self.compiled.plan.name,
+            iterations=self.run_state.iteration - self._profiled_from,
+            first_iteration=self._profiled_from + 1,
+            wall_s=snap["wall_s"],
+            phases=snap["phases"],
+            nodes={nid: NodeProfile(**n) for nid, n in snap["nodes"].items()},
+            learner_threads={
+                rid: LearnerThreadProfile(
+                    busy_s=max(0.0, t.busy_s - self._learner_busy_from.get(rid, 0.0))
+                )
+                for rid, t in sorted(self.ctx.learners.items())
+            },
+        )
+
+    def _profile_start(self) -> None:
+        """Start profiling afresh from the current iteration (build, restore)."""
+        self.run_state.metrics.profile.reset()
+        self._profiled_from = self.run_state.iteration
+        self._learner_busy_from = {rid: t.busy_s for rid, t in self.ctx.learners.items()}
 
     def run(self, stop: Mapping[str, float], *, max_iterations: int | None = None) -> Result:
         """Train until any ``result[key] >= threshold`` in ``stop`` (or ``max_iterations``);
@@ -221,6 +344,20 @@ class Algorithm:
         assert loop.result is not None  # the loop trains at least once
         return loop.result
 
+    def plan_that_ran(self) -> Any:
+        """The plan as it runs, as a plan file: ``CompiledPlan.to_plan()`` with the
+        build's env id and ``num_workers`` written into the worker sets (an env passed as a
+        callable cannot be written: the plan's id stays). What a run directory's and each
+        checkpoint's ``plan.json`` hold."""
+        from plangraph.ir.plan import Resource
+
+        plan = self.compiled.to_plan()
+        resources = dict(plan.resources)
+        for rid, params in self.ctx.resource_params.items():
+            if params is not None and resources[rid].kind == "WorkerSet":
+                resources[rid] = Resource(kind="WorkerSet", params=params.model_dump(mode="json"))
+        return plan.model_copy(update={"resources": resources})
+
     # -- checkpoints ---------------------------------------------------------------------
 
     def save(self, path: str | os.PathLike[str]) -> Path:
@@ -228,9 +365,9 @@ class Algorithm:
         replay buffers, counters and info, episode window, iteration and time.
 
         Data only (``plangraph.runtime.checkpoint``: ``state.json`` + ``arrays.npz``, no
-        pickle), plus ``algorithm.json`` (``CheckpointMeta``) and the compiled
-        ``plan.json``. Written to ``path.tmp`` and renamed, so a crash never leaves half a
-        checkpoint.
+        pickle), plus ``algorithm.json`` (``CheckpointMeta``) and ``plan.json``, the plan as
+        it runs (``plan_that_ran``: a valid plan, every value explicit). Written to
+        ``path.tmp`` and renamed, so a crash never leaves half a checkpoint.
 
         Raises:
             CheckpointError: some state is not storable as data (names its tree path).
@@ -242,7 +379,7 @@ class Algorithm:
         # One flat dict, as checkpoints have always been laid out.
         state = {**self.run_state.get_state(), **self.ctx.get_state()}
         write_state(tmp, state)
-        (tmp / "plan.json").write_text(self.compiled.to_json(), encoding="utf-8")
+        (tmp / "plan.json").write_text(self.plan_that_ran().to_json(), encoding="utf-8")
         meta = {
             "version": CHECKPOINT_VERSION,
             "plan": self.compiled.plan.name,
@@ -312,11 +449,14 @@ class Algorithm:
             raise CheckpointError(
                 f"{ckpt.path}: state does not fit this plan ({type(exc).__name__}: {exc})"
             ) from exc
+        self._profile_start()
 
     def stop(self) -> None:
         """Release every actor this Algorithm started. Idempotent."""
         if not self._stopped:
             self._stopped = True
+            if getattr(self, "_evaluator", None) is not None:
+                self._evaluator.close()
             self.ctx.stop()
 
     def __enter__(self) -> Algorithm:

@@ -21,7 +21,6 @@ partial list of ``Batch`` and the fan-out queues of ``duplicate``.
 
 from __future__ import annotations
 
-import importlib
 import operator
 import threading
 from collections.abc import Callable
@@ -55,35 +54,45 @@ def _resized(res: Any, updates: dict[str, Any]) -> dict[str, Any]:
 
 
 def _with_overrides(rid: str, params: Any, updates: dict[str, Any]) -> Any:
-    """``params`` with ``build()``'s overrides, validated like the plan's own values, and
-    its env id checked against gymnasium's registry before any actor starts."""
-    import gymnasium
+    """``params`` with ``build()``'s overrides, validated like the plan's own values."""
     import pydantic
 
     try:
-        params = type(params).model_validate({**params.model_dump(), **updates})
+        return type(params).model_validate({**params.model_dump(), **updates})
     except pydantic.ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
         raise BuildError(f"resource {rid!r}: invalid override ({problems})") from exc
-    if isinstance(params.env, str):
-        # "module:EnvId" (as gymnasium.make accepts it): importing the module registers
-        # the env, here and in each rollout worker's own gymnasium.make.
-        module, _, env_id = params.env.rpartition(":")
-        try:
-            if module:
-                importlib.import_module(module)
-            gymnasium.spec(env_id)
-        except ImportError as exc:
-            raise BuildError(
-                f"resource {rid!r}: env {params.env!r}: cannot import module {module!r} "
-                f"({exc}); it must be importable here and in the rollout workers"
-            ) from exc
-        except gymnasium.error.Error as exc:
-            raise BuildError(
-                f"resource {rid!r}: env {params.env!r} is not a registered gymnasium env: "
-                f"{exc} (pass --env with an id from gymnasium.registry)"
-            ) from exc
-    return params
+
+
+def resolve_worker_env(rid: str, env: Any) -> Any:
+    """The creator of worker set ``rid``'s env (``plangraph.rl.envs.resolve_env``), resolved
+    here in the driver, where the plan file and ``--import`` modules registered it, so that
+    it travels to every rollout worker.
+
+    Raises:
+        BuildError: the env's module cannot be imported, or the id is not registered (the
+            message names close ids and how a custom env is registered).
+    """
+    import gymnasium
+
+    from plangraph.rl.envs import resolve_env
+
+    module = env.rpartition(":")[0] if isinstance(env, str) else ""
+    try:
+        return resolve_env(env)
+    except ImportError as exc:
+        where = f"module {module!r}" if module else "its entry point"
+        raise BuildError(
+            f"resource {rid!r}: env {env!r}: cannot import {where} ({exc}); it must be "
+            "importable here (the driver), from where it travels to the rollout workers"
+        ) from exc
+    except gymnasium.error.Error as exc:
+        raise BuildError(
+            f"resource {rid!r}: env {env!r} is not a registered gymnasium env: {exc} (pass "
+            "--env with an id from gymnasium.registry; a custom env is registered with "
+            "gymnasium.register(...) in the Python plan file or in a module named with "
+            "--import MODULE)"
+        ) from exc
 
 
 @dataclass(frozen=True)
@@ -136,21 +145,24 @@ class BuildContext:
     )
     """Rollout source node id -> ``(node id, item function)`` of the maps its rollout
     workers apply to each fragment, in order (filled by the lowering)."""
+    resource_params: dict[str, Any] = field(default_factory=dict)
+    """The validated params of every resource as built (``build()``'s env id and
+    ``num_workers`` applied to the worker sets), by resource id."""
 
     @classmethod
     def create(
         cls,
         compiled: CompiledPlan,
         *,
-        env: str | None,
+        env: str | Callable[..., Any] | None,
         num_workers: int | None,
         seed: int,
         address: str | None = None,
         run_state: RunState | None = None,
     ) -> BuildContext:
-        """Start the plan's worker sets and create its replay buffers (``env`` and
-        ``num_workers`` override every ``WorkerSet``); ``run_state`` defaults to a fresh
-        ``RunState.for_plan(compiled)``.
+        """Start the plan's worker sets and create its replay buffers (``env``, an env id
+        or a creator callable, and ``num_workers`` override every ``WorkerSet``);
+        ``run_state`` defaults to a fresh ``RunState.for_plan(compiled)``.
 
         Raises:
             BuildError: the seed is not an integer in [0, 2**63 - 1], an override is
@@ -174,8 +186,12 @@ class BuildContext:
             raise BuildError(f"seed {seed!r}: the run seed must be an integer in [0, 2**63 - 1]")
         seed = operator.index(seed)
         updates: dict[str, Any] = {}
-        if env is not None:
+        if isinstance(env, str):
             updates["env"] = env
+        elif env is not None and not callable(env):
+            raise BuildError(
+                f"env {env!r}: pass a gymnasium env id or a callable that returns a gym.Env"
+            )
         if num_workers is not None:
             updates["num_workers"] = num_workers
         # Every override is checked before Ray starts or any actor is created.
@@ -185,8 +201,15 @@ class BuildContext:
             else res.params
             for rid, res in compiled.resources.items()
         }
+        # Each worker set's env, resolved here so that it travels to the workers (a
+        # callable passed to build() replaces the plan's env id).
+        envs = {
+            rid: resolve_worker_env(rid, env if callable(env) else p.env)
+            for rid, p in params.items()
+            if compiled.resources[rid].kind == "WorkerSet"
+        }
         # A buffer that can never fill is refused now, not after the workers started.
-        check_replay_memory(compiled, params)
+        check_replay_memory(compiled, params, envs=envs)
         # Bound the worker count by the CPUs Ray will have: before Ray starts when it is
         # started here; a cluster's CPUs are only known once joined.
         if ray.is_initialized():
@@ -204,7 +227,7 @@ class BuildContext:
             res_seed = int(ss.generate_state(1)[0])
             p = params[rid]
             if res.kind == "WorkerSet":
-                worker_sets[rid] = WorkerSet.from_params(p, seed=res_seed)
+                worker_sets[rid] = WorkerSet.from_params(p, seed=res_seed, env=envs[rid])
             elif res.kind == "ReplayBuffer":
                 buffers[rid] = make_replay_buffer(p, seed=res_seed)
             elif res.kind == "LearnerThread":
@@ -220,6 +243,7 @@ class BuildContext:
             buffers=buffers,
             run_state=run_state if run_state is not None else RunState.for_plan(compiled),
             policy_locks={rid: threading.RLock() for rid in worker_sets},
+            resource_params=params,
         )
         for rid, res in sorted(compiled.resources.items()):
             if res.kind == "LearnerThread":

@@ -24,7 +24,7 @@ class FusedMap:
 
     Args:
         steps: ``(node id, item function)`` pairs in chain order (each function timed by
-            its caller, e.g. ``timed(node_id, fn)``, so every node keeps its timer).
+            its caller as its own node, so every node keeps its timer and profile).
     """
 
     __slots__ = ("_pending", "steps")

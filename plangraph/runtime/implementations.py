@@ -7,11 +7,11 @@ A *lowering* turns one compiled plan node into its output stream:
 :func:`register_impl` (or a full lowering). :func:`implementation` finds the one for a node.
 
 Per-item operators (``apply="for_each"``) also have an *item function*: the callable that
-maps one item, which the lowering wraps in a timer and a ``for_each`` stage. Built-ins
-declare it with :func:`register_map` (which registers the standard lowering too); a user
-operator's is its ``register_impl`` factory's result. :func:`item_function` finds it, so
-that a fused stage (pass ``map-fusion``) can call several in one stage and the rollout
-workers can run a pure one (pass ``worker-side-maps``).
+maps one item, which the lowering wraps in a ``for_each`` stage. Built-ins declare it with
+:func:`register_map` (which registers the standard lowering too); a user operator's is its
+``register_impl`` factory's result. :func:`item_function` finds it, so that a fused stage
+(pass ``map-fusion``) can call several in one stage and the rollout workers can run a pure
+one (pass ``worker-side-maps``).
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ def _user_lowering(node: Any) -> Lowering | None:
     apply = node.signature.apply
 
     def lower(node: Any, inputs: list[LocalIterator[Any]], ctx: BuildContext) -> LocalIterator[Any]:
-        fn = timed(node.id, factory(node.params))
+        fn = factory(node.params)  # lower_plan times every node
         if apply == "for_each":
             return inputs[0].for_each(fn, name=node.id)
         if apply == "combine":
@@ -117,17 +117,17 @@ def register_map(op: str) -> Callable[[MapFactory], MapFactory]:
 
     The factory gets ``(node, ctx)`` (the compiled node, the build context) and returns
     ``fn(item) -> item`` (or ``NOT_READY`` to be called again with the same item). The
-    operator's lowering is then ``inputs[0].for_each(timed(node.id, fn), name=node.id)``,
-    registered here under the factory's module and name. A pure operator's ``fn`` may be
-    pickled and run on the rollout workers: it must not hold ``ctx`` or the driver's
-    resources.
+    operator's lowering is then ``inputs[0].for_each(fn, name=node.id)`` (``lower_plan``
+    times it), registered here under the factory's module and name. A pure operator's
+    ``fn`` may be pickled and run on the rollout workers: it must not hold ``ctx`` or the
+    driver's resources.
     """
 
     def deco(factory: MapFactory) -> MapFactory:
         def lower(
             node: Any, inputs: list[LocalIterator[Any]], ctx: BuildContext
         ) -> LocalIterator[Any]:
-            return inputs[0].for_each(timed(node.id, factory(node, ctx)), name=node.id)
+            return inputs[0].for_each(factory(node, ctx), name=node.id)
 
         lower.__module__ = factory.__module__
         lower.__qualname__ = lower.__name__ = factory.__name__
@@ -149,9 +149,9 @@ def has_item_function(node: Any) -> bool:
 
 
 def item_function(node: Any, ctx: BuildContext) -> Callable[[Any], Any] | None:
-    """The untimed item function of per-item node ``node``: a built-in's
-    :func:`register_map` factory, or a user ``for_each`` operator's :func:`register_impl`
-    factory; None for an operator with a whole-stream lowering (or none at all)."""
+    """The item function of per-item node ``node``: a built-in's :func:`register_map`
+    factory, or a user ``for_each`` operator's :func:`register_impl` factory; None for an
+    operator with a whole-stream lowering (or none at all)."""
     factory = MAPS.get(node.op)
     if factory is not None:
         return factory(node, ctx)
@@ -161,11 +161,16 @@ def item_function(node: Any, ctx: BuildContext) -> Callable[[Any], Any] | None:
     return user(node.params) if user is not None else None
 
 
-def timed(node_id: str, fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
-    """``fn`` with its wall time pushed to timer ``node_id`` of the dataflow's metrics."""
+def timed(name: str, fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """``fn`` with its wall time pushed to timer ``name`` of the dataflow's metrics.
+
+    ``lower_plan`` already times every plan node (timer ``<node id>``: exclusive seconds
+    per item it emits, see ``plangraph.flow.profile``); use this for a part of an
+    operator's work, under a name of its own (``f"{node.id}/encode"``), not the node id.
+    """
 
     def call(item: Any) -> Any:
-        with get_metrics().timers[node_id]:
+        with get_metrics().timers[name]:
             return fn(item)
 
     return call

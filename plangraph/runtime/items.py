@@ -12,7 +12,8 @@ from plangraph.rl.advantage_norm import AdvantageNormTerms
 
 @dataclass(frozen=True)
 class GradInfo:
-    """Gradients of the learner loss on one batch, not yet applied (``ComputeGradients``).
+    """Gradients of the learner loss on one batch, not yet applied (``ComputeGradients``,
+    or ``AsyncGradients``: computed on a rollout worker).
 
     Attributes:
         grads: one float32 array per policy parameter, in ``parameters()`` order.
@@ -21,12 +22,19 @@ class GradInfo:
         adv_norm: for a loss that standardises advantages (A2C ``normalize_advantages``),
             the batch's split gradient and advantage moments, so ``AverageGradients`` can
             standardise by the statistics of the whole train batch; else ``None``.
+        source: the rollout-worker actor that computed the gradients (``AsyncGradients``),
+            where ``ApplyGradients(update_workers="source")`` sends the new weights;
+            ``None`` for gradients computed in the driver.
+        policy_version: the version of the weights the gradients were computed with
+            (learner updates applied before; ``AsyncGradients`` only, else 0).
     """
 
     grads: list[np.ndarray]
     count: int
     stats: dict[str, Any] = field(default_factory=dict)
     adv_norm: AdvantageNormTerms | None = None
+    source: Any = None
+    policy_version: int = 0
 
 
 @dataclass(frozen=True)

@@ -11,10 +11,11 @@ streams), re-exported here from ``plangraph.runtime.implementations``.
 
 What the optimisation passes decided is read from the executed plan's nodes: a fused
 stage (``node.stage``) becomes one ``for_each`` stage running its nodes' item functions
-in turn (``plangraph.runtime.fusion``); the nodes a rollout source's workers run
-(``node.worker_maps``) are handed to the source's lowering in ``ctx.worker_maps`` and are
-the identity on the driver. A node whose operator has no item function (a user operator
-with a whole-stream lowering) is lowered on its own instead, on the driver.
+in turn (``plangraph.runtime.fusion``), each still timed as its own node in the profile;
+the nodes a rollout source's workers run (``node.worker_maps``) are handed to the source's
+lowering in ``ctx.worker_maps`` and are the identity on the driver. A node whose operator
+has no item function (a user operator with a whole-stream lowering) is lowered on its own
+instead, on the driver.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from typing import Any
 
 from plangraph.errors import BuildError
 from plangraph.flow.local import LocalIterator
+from plangraph.flow.metrics import get_metrics
+from plangraph.flow.sentinel import NOT_READY
 from plangraph.runtime.build_context import BuildContext
 from plangraph.runtime.fusion import FusedMap
 from plangraph.runtime.implementations import (
@@ -77,7 +80,8 @@ def check_implementations(compiled: Any) -> None:
 def lower_plan(compiled: Any, ctx: BuildContext) -> LocalIterator[Any]:
     """The output stream (``Result`` dicts) of ``compiled``, lowered onto ``ctx``'s actors.
 
-    Every operator's metrics context (``get_metrics()``) is ``ctx.run_state.metrics``.
+    Every operator's metrics context (``get_metrics()``) is ``ctx.run_state.metrics``;
+    every node's stream is timed under its id there (``LocalIterator.profiled``).
     Stateful operators register their checkpoint hooks in ``ctx.operator_states``, which
     this clears first: a dataflow lowered again (``Algorithm.restore``) replaces the last.
 
@@ -100,8 +104,13 @@ def lower_plan(compiled: Any, ctx: BuildContext) -> LocalIterator[Any]:
         if stage is not None and stage[0] != node_id:
             continue  # lowered with the head of its stage
         inputs = [outputs[src].pop() for src in node.inputs]
+        # Every node's pulls are timed under its id (exclusive of the nodes it pulls), so
+        # the profile attributes each second of the flow to one node; a fused stage times
+        # each of its nodes' calls (_fused).
         if node_id in on_workers:
-            stream = inputs[0]  # its source's workers already ran it on each fragment
+            # Its source's workers already ran it on each fragment: the driver only passes
+            # the items on (and times that, as ~0).
+            stream = inputs[0].profiled(node_id)
             ctx.stages[node_id] = on_workers[node_id]
         elif stage is not None:
             stream, node_id = _fused(compiled, stage, inputs[0], ctx)
@@ -109,7 +118,7 @@ def lower_plan(compiled: Any, ctx: BuildContext) -> LocalIterator[Any]:
             impl = implementation(node)
             if impl is None:
                 check_implementations(compiled)  # raises, naming the node
-            stream = impl(node, inputs, ctx)
+            stream = impl(node, inputs, ctx).profiled(node_id)
             ctx.stages[node_id] = node_id
         n = sum(user in needed for user in compiled.users(node_id))
         outputs[node_id] = stream.duplicate(n) if n > 1 else [stream]
@@ -156,9 +165,8 @@ def _stages(compiled: Any, needed: frozenset[str]) -> dict[str, tuple[str, ...]]
         seen.add(node.stage)
         run: list[str] = []
         for nid in (*node.stage, None):
-            ok = nid is not None and nid in needed and has_item_function(compiled.nodes[nid])
-            if ok:
-                run.append(nid)  # type: ignore[arg-type]
+            if nid is not None and nid in needed and has_item_function(compiled.nodes[nid]):
+                run.append(nid)
                 continue
             if len(run) >= 2:
                 for member in run:
@@ -167,16 +175,27 @@ def _stages(compiled: Any, needed: frozenset[str]) -> dict[str, tuple[str, ...]]
     return out
 
 
+def _profiled_step(node_id: str, fn: Any) -> Any:
+    """``fn`` timed as one pull of node ``node_id`` in the flow's profile (its totals,
+    timer and phases), though it runs inside the fused stage's pull."""
+
+    def step(item: Any) -> Any:
+        metrics = get_metrics()
+        return metrics.profile.call(node_id, fn, item, metrics.timers, NOT_READY)
+
+    return step
+
+
 def _fused(
     compiled: Any, stage: tuple[str, ...], source: LocalIterator[Any], ctx: BuildContext
 ) -> tuple[LocalIterator[Any], str]:
-    """One ``for_each`` stage running ``stage``'s item functions in turn, each under its own
-    node's timer; returns it and the id of the stage's last node (whose stream it is)."""
+    """One ``for_each`` stage running ``stage``'s item functions in turn, each timed as its
+    own node; returns it and the id of the stage's last node (whose stream it is)."""
     steps = []
     name = "+".join(stage)
     for nid in stage:
         fn = item_function(compiled.nodes[nid], ctx)
         assert fn is not None
-        steps.append((nid, timed(nid, fn)))
+        steps.append((nid, _profiled_step(nid, fn)))
         ctx.stages[nid] = name
     return source.for_each(FusedMap(steps), name=name), stage[-1]

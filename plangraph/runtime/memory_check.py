@@ -69,15 +69,19 @@ class ReplayEstimate:
 
 
 def estimate_replay_memory(
-    compiled: CompiledPlan, params: Mapping[str, Any]
+    compiled: CompiledPlan,
+    params: Mapping[str, Any],
+    envs: Mapping[str, Any] | None = None,
 ) -> list[ReplayEstimate]:
     """One estimate per ``ReplayBuffer`` resource that some worker set writes to.
 
-    Creates (and closes) one env per distinct env id of those worker sets, in-process.
+    Creates (and closes) one env per distinct env of those worker sets, in-process.
 
     Args:
         compiled: the plan.
         params: validated resource params by resource id (overrides applied).
+        envs: env creators by worker set id (``resolve_worker_env``); default: each
+            worker set's ``env`` id.
     """
     from plangraph.rl.replay_buffer import replay_nbytes
     from plangraph.rl.rollout_worker import env_creator, sample_row_layout
@@ -93,24 +97,26 @@ def estimate_replay_memory(
         if not feeders:
             continue
         ws_params = params[feeders[0]]
-        if ws_params.env not in spaces:
-            env = env_creator(ws_params.env)()
+        env_spec = (envs or {}).get(feeders[0], ws_params.env)
+        key = id(env_spec) if callable(env_spec) else env_spec
+        if key not in spaces:
+            env = env_creator(env_spec)()
             try:
-                spaces[ws_params.env] = (env.observation_space, env.action_space)
+                spaces[key] = (env.observation_space, env.action_space)
             finally:
                 env.close()
-        layout = sample_row_layout(*spaces[ws_params.env], ws_params.policy)
+        layout = sample_row_layout(*spaces[key], ws_params.policy)
         p = params[rid]
         row = replay_nbytes(1, layout)
         raw = compiled.plan.resources[rid].params.get("capacity")
-        key = re.fullmatch(r"\$\{(\w+)\}", raw) if isinstance(raw, str) else None
+        ref = re.fullmatch(r"\$\{(\w+)\}", raw) if isinstance(raw, str) else None
         out.append(
             ReplayEstimate(
                 resource=rid,
                 capacity=p.capacity,
                 row_bytes=row,
                 nbytes=replay_nbytes(p.capacity, layout, p.prioritized),
-                capacity_key=key.group(1) if key else None,
+                capacity_key=ref.group(1) if ref else None,
                 prioritized=p.prioritized,
             )
         )
@@ -118,7 +124,11 @@ def estimate_replay_memory(
 
 
 def check_replay_memory(
-    compiled: CompiledPlan, params: Mapping[str, Any], available: int | None = None
+    compiled: CompiledPlan,
+    params: Mapping[str, Any],
+    available: int | None = None,
+    *,
+    envs: Mapping[str, Any] | None = None,
 ) -> list[ReplayEstimate]:
     """Raise unless the plan's full replay buffers fit in ``available`` bytes (default:
     ``available_memory_bytes()``; unknown memory skips the check).
@@ -130,7 +140,7 @@ def check_replay_memory(
         BuildError: the buffers together need more than the available memory; the message
             gives each estimate in binary units and the largest capacity that would fit.
     """
-    estimates = estimate_replay_memory(compiled, params)
+    estimates = estimate_replay_memory(compiled, params, envs)
     if available is None:
         available = available_memory_bytes()
     total = sum(e.nbytes for e in estimates)

@@ -5,14 +5,12 @@ from __future__ import annotations
 import os
 import socket
 
+# One bound (MAX_WORKERS_PER_CPU) for the compiler's capacity check and the build.
+from plangraph.compiler.capacity import MAX_WORKERS_PER_CPU, Capacity
 from plangraph.errors import BuildError
 
 ADDRESS_TIMEOUT_S = 5.0
 """How long (s) joining ``--address`` may take to reach the cluster before it is an error."""
-
-MAX_WORKERS_PER_CPU = 4
-"""The most remote rollout workers per CPU a run may start: each is a process with its
-own envs and policy copy, so beyond this a run only thrashes (or waits for minutes)."""
 
 
 def local_cpus() -> int:
@@ -28,6 +26,36 @@ def cluster_cpus() -> int:
     import ray
 
     return max(1, int(ray.cluster_resources().get("CPU", 1)))
+
+
+def cluster_capacity(address: str) -> Capacity:
+    """What the Ray cluster at ``address`` reports (``ray.cluster_resources()``: CPUs,
+    memory for tasks and actors, GPUs); joins it for the call and leaves again, or reads
+    the cluster this process is already connected to.
+
+    Raises:
+        BuildError: ``address`` is unreachable (see ``check_address``).
+    """
+    import ray
+
+    joined_here = not ray.is_initialized()
+    if joined_here:
+        check_address(address)
+        ray.init(
+            address=address, include_dashboard=False, configure_logging=False, log_to_driver=False
+        )
+    try:
+        res = ray.cluster_resources()
+    finally:
+        if joined_here:
+            ray.shutdown()
+    memory = res.get("memory")
+    return Capacity(
+        f"the Ray cluster at {address}",
+        float(res["CPU"]) if "CPU" in res else None,
+        int(memory) if memory is not None else None,
+        float(res.get("GPU", 0.0)),
+    )
 
 
 def max_workers(cpus: int) -> int:

@@ -16,6 +16,7 @@ from typing import TypedDict
 
 __all__ = [
     "EPISODE_STAT_KEYS",
+    "EVALUATION_KEY",
     "NESTED_RESULT_KEYS",
     "RESULT_KEYS",
     "RESULT_TYPES",
@@ -58,21 +59,17 @@ class _AlwaysPresent(TypedDict):
     """Every counter of the dataflow by name, the three above included, plus operator
     bookkeeping such as ``num_updates/<node id>`` (counts / env steps)."""
     timers: dict[str, float]
-    """Mean wall time per call of each timed plan node, by node id, over its last 10 calls
-    (s)."""
+    """Wall time per item of every plan node that has emitted one, by node id: the node's
+    own (exclusive) seconds per item it emitted, mean of its last 10 items (s). The run's
+    cumulative profile is ``profile.json`` (``plangraph profile``)."""
     learner: dict[str, float]
     """Scalar stats of the last learner update (loss, entropy, KL, ...; as the policy
     reports them); empty before the first update."""
 
 
 # total=False (not typing.NotRequired) keeps the schema importable on Python 3.10.
-class Result(_AlwaysPresent, total=False):
-    """One training iteration's result (``Algorithm.train()``; a line of ``result.jsonl``).
-
-    Counts are cumulative over the run (a restored run continues them) unless the key says
-    ``_this_iter``. The episode statistics declared here may be absent (never NaN) until the
-    first training episode ends; every key of ``_AlwaysPresent`` is always there.
-    """
+class _EpisodeStats(_AlwaysPresent, total=False):
+    """The training-episode statistics, absent (never NaN) until an episode ends."""
 
     episode_return_mean: float
     """Mean undiscounted return of the last ``metrics_window`` completed training episodes
@@ -85,14 +82,33 @@ class Result(_AlwaysPresent, total=False):
     """Mean length of the episodes in that window (env steps)."""
 
 
+class Result(_EpisodeStats, total=False):
+    """One training iteration's result (``Algorithm.train()``; a line of ``result.jsonl``).
+
+    Counts are cumulative over the run (a restored run continues them) unless the key says
+    ``_this_iter``. The episode statistics may be absent (never NaN) until the first
+    training episode ends, ``evaluation`` is there only on the iterations that evaluated;
+    every key of ``_AlwaysPresent`` is always there.
+    """
+
+    evaluation: dict[str, float]
+    """Greedy evaluation episodes played after this iteration, every
+    ``evaluation_interval`` iterations: ``episode_return_mean``, ``episode_return_std``,
+    ``episode_return_min``, ``episode_return_max``, ``episode_len_mean`` (env steps) and
+    ``time_s`` (s, not in ``time_total_s``)."""
+
+
 RESULT_TYPES: dict[str, typing.Any] = typing.get_type_hints(Result)
 """Each result key's declared type: ``{"iteration": int, ...}``."""
 
 RESULT_KEYS: frozenset[str] = frozenset(RESULT_TYPES)
 """Every top-level key a result may hold."""
 
-EPISODE_STAT_KEYS: frozenset[str] = frozenset(Result.__optional_keys__)
+EPISODE_STAT_KEYS: frozenset[str] = frozenset(_EpisodeStats.__optional_keys__)
 """The keys absent until the first training episode ends."""
+
+EVALUATION_KEY = "evaluation"
+"""The key present only on iterations that ran evaluation episodes."""
 
 NESTED_RESULT_KEYS: tuple[str, ...] = tuple(
     key for key, hint in RESULT_TYPES.items() if typing.get_origin(hint) is dict

@@ -4,8 +4,9 @@ Layout of a run directory (``plangraph run --out DIR``)::
 
     DIR/result.jsonl            one JSON object per training iteration (sorted keys)
     DIR/events.out.tfevents.*   TensorBoard scalars (every numeric leaf, ``/``-joined keys)
-    DIR/plan.json, plan.dot     the compiled plan that produced the run (and plan.svg)
+    DIR/plan.json, plan.dot     the plan as compiled (a valid plan file) and drawn (plan.svg)
     DIR/checkpoints/iter_000010 checkpoints (see ``Algorithm.save``)
+    DIR/profile.json            where the time went, per node and phase (``ir.profile``)
 """
 
 from __future__ import annotations

@@ -15,8 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from plangraph.runtime.profile_log import write_profile
+from plangraph.runtime.retention import Retention
 from plangraph.runtime.run_log import RunLog
-from plangraph.runtime.stopping import StopCriteria
+from plangraph.runtime.stopping import StopCriteria, lookup
 from plangraph.runtime.training_loop import TrainingLoop
 
 if TYPE_CHECKING:
@@ -34,6 +36,8 @@ class RunSummary:
     reason: str  # TrainingLoop.reason: "stop criterion met: ...", "interrupted ...", ...
     checkpoint: Path | None
     interrupted: bool
+    last_evaluation: Mapping[str, float] | None = None  # the run's last ``evaluation``
+    best: Path | None = None  # the best checkpoint kept (``retention``), if scored
 
 
 def _fmt(value: Any, spec: str = ",.0f") -> str:
@@ -103,14 +107,17 @@ def train_until(
     tensorboard: bool = True,
     max_iterations: int | None = None,
     console: Console | None = None,
+    retention: Retention | None = None,
 ) -> RunSummary:
     """Call ``algo.train()`` until ``stop`` is met (or ``max_iterations``, or Ctrl-C).
 
-    Each result goes to ``run_dir/result.jsonl`` and TensorBoard; a checkpoint is written
-    every ``checkpoint_every`` iterations (0 disables periodic ones) and always at the end,
+    Each result goes to ``run_dir/result.jsonl`` and TensorBoard; a checkpoint (and
+    ``profile.json``, where the time went) is written every ``checkpoint_every``
+    iterations (0 disables periodic ones) and always at the end,
     including after Ctrl-C (the first one finishes the current iteration; a second one
     stops at once and checkpoints the state as it is; further ones are ignored while that
-    checkpoint is written).
+    checkpoint is written). After each, ``retention`` (default: keep all) deletes the
+    checkpoints it does not keep (``plangraph.runtime.retention``).
     """
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -122,6 +129,7 @@ def train_until(
         TextColumn("{task.percentage:>3.0f}%"),
         TextColumn("env steps {task.fields[steps]}"),
         TextColumn("return {task.fields[ret]}"),
+        TextColumn("eval {task.fields[eval]}"),
         TextColumn("{task.fields[sps]} steps/s"),
         TimeElapsedColumn(),
         TextColumn("ETA {task.fields[eta]}"),
@@ -144,6 +152,7 @@ def train_until(
             console=console,
             progress=progress,
             started=started,
+            retention=retention,
         )
 
 
@@ -159,16 +168,27 @@ def _train_until(
     console: Console,
     progress: Any,
     started: float,
+    retention: Retention | None,
 ) -> RunSummary:
     """``train_until``'s loop, called with Ctrl-C ignored outside ``_graceful_sigint``."""
     last_saved = -1
+    last_evaluation = None
+    score: Any = None  # the retention metric's last value
+
+    def save(iteration: int) -> Path:
+        path = algo.save(checkpoint_dir(run_dir, iteration))
+        if retention is not None:
+            retention.record(path, score)
+            retention.prune(run_dir)
+        return path
+
     with (
         RunLog(run_dir, tensorboard=tensorboard) as log,
         progress,
         _graceful_sigint(console) as stop_requested,
     ):
         task = progress.add_task(
-            "train", total=1000, iteration=0, steps="0", ret="-", sps="-", eta="-"
+            "train", total=1000, iteration=0, steps="0", ret="-", eval="-", sps="-", eta="-"
         )
         loop = TrainingLoop(
             algo.train,
@@ -179,12 +199,17 @@ def _train_until(
         try:
             for result in loop:
                 log.write(result)
+                last_evaluation = result.get("evaluation", last_evaluation)
+                if retention is not None:
+                    value = lookup(result, retention.metric)
+                    score = value if isinstance(value, int | float) else score
                 _show(progress, task, stop, result, time.monotonic() - started)
                 if not show_progress:
                     console.print(_progress_line(result), highlight=False)
                 iteration = int(result.get("iteration", 0))
                 if checkpoint_every and iteration % checkpoint_every == 0:
-                    algo.save(checkpoint_dir(run_dir, iteration))
+                    save(iteration)
+                    write_profile(run_dir, algo)
                     last_saved = iteration
         except KeyboardInterrupt:
             loop.interrupt()
@@ -195,9 +220,15 @@ def _train_until(
     if iteration > 0:
         checkpoint = checkpoint_dir(run_dir, iteration)
         if iteration != last_saved:
-            algo.save(checkpoint)  # Ctrl-C ignored here (train_until)
+            save(iteration)  # Ctrl-C ignored here (train_until)
+    write_profile(run_dir, algo)
     return RunSummary(
-        result=final, reason=loop.reason, checkpoint=checkpoint, interrupted=loop.interrupted
+        result=final,
+        reason=loop.reason,
+        checkpoint=checkpoint,
+        interrupted=loop.interrupted,
+        last_evaluation=last_evaluation,
+        best=run_dir / "checkpoints" / retention.best if retention and retention.best else None,
     )
 
 
@@ -217,14 +248,21 @@ def _show(progress: Any, task: Any, stop: StopCriteria, result: Result, elapsed_
         sps=_fmt(result.get("env_steps_per_s")),
         eta=eta,
     )
+    evaluation = result.get("evaluation")
+    if evaluation:  # the last evaluation stays on the bar until the next one
+        progress.update(task, eval=_fmt(evaluation.get("episode_return_mean"), ".1f"))
 
 
 def _progress_line(result: Result) -> str:
     """The plain-text progress line (``--no-progress`` or no terminal)."""
+    evaluation = result.get("evaluation")
+    greedy = (
+        f", eval return {_fmt(evaluation.get('episode_return_mean'), '.1f')}" if evaluation else ""
+    )
     return (
         f"iter {result.get('iteration')}: "
         f"env steps {_fmt(result.get('num_env_steps_sampled'))}, "
-        f"return {_fmt(result.get('episode_return_mean'), '.1f')}"
+        f"return {_fmt(result.get('episode_return_mean'), '.1f')}{greedy}"
     )
 
 
@@ -235,6 +273,7 @@ SUMMARY_ROWS: tuple[tuple[str, str, str], ...] = (
     ("episodes", "episodes_total", ",.0f"),
     ("episode return mean (last 100)", "episode_return_mean", ".2f"),
     ("episode length mean", "episode_len_mean", ".1f"),
+    ("evaluation return mean (greedy)", "evaluation/episode_return_mean", ".2f"),
     ("wall time (s)", "time_total_s", ".1f"),
     ("env steps/s (overall)", "env_steps_per_s_total", ",.0f"),
 )
@@ -245,10 +284,12 @@ def summary_table(summary: RunSummary) -> Any:
     """A rich table of the final result's headline figures."""
     from rich.table import Table
 
-    r = summary.result
+    r = dict(summary.result)
+    if summary.last_evaluation is not None:
+        r["evaluation"] = summary.last_evaluation
     table = Table(title="plangraph run", show_header=False)
     table.add_column("metric", style="bold")
     table.add_column("value", justify="right")
     for name, key, spec in SUMMARY_ROWS:
-        table.add_row(name, _fmt(r.get(key), spec))
+        table.add_row(name, _fmt(lookup(r, key), spec))
     return table

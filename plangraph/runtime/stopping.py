@@ -29,7 +29,12 @@ __all__ = [
 ]
 
 
-_NESTED_EXAMPLES = {"learner": "kl", "counters": "num_env_steps_trained", "timers": "train"}
+_NESTED_EXAMPLES = {
+    "learner": "kl",
+    "counters": "num_env_steps_trained",
+    "timers": "train",
+    "evaluation": "episode_return_mean",
+}
 
 
 def check_result_key(key: str, *, what: str) -> None:

@@ -25,7 +25,7 @@ between rollout rounds:
 
 The broadcast phase is counted in the run's counters (``num_updates/<node>``, so a
 resumed run keeps it): the one counter the pass adds. A plan that sets
-``update_workers_every`` itself keeps its value.
+``update_workers_every`` above 1 itself keeps its value.
 """
 
 from __future__ import annotations
@@ -95,11 +95,19 @@ def _analyse(draft: Draft, nid: str) -> tuple[int, str, str] | str:
     samplers = [
         s
         for s in draft.order()
-        if draft.op(s) == "ParallelRollouts" and (f := _worker_set(ctx, s)) and f[0] == rid
+        if (sig := draft.sig(s)) is not None
+        and sig.placement == "actors"
+        and (f := _worker_set(ctx, s))
+        and f[0] == rid
     ]
     if not samplers:
         return f"no ParallelRollouts samples worker set {brief(rid)}"
     for s in samplers:
+        if draft.op(s) != "ParallelRollouts":
+            return (
+                f"{brief(s)} ({draft.op(s)}) samples on the workers as its results arrive, "
+                "so any broadcast may be the one it samples with"
+            )
         if draft.param(s, "mode") != "bulk_sync":
             return (
                 f"{brief(s)} samples asynchronously: its requests are re-sent as fragments "
@@ -184,7 +192,9 @@ def _run(draft: Draft) -> Outcome:
         params = draft.params[nid]
         assert params is not None
         label = f"node {brief(nid)}"
-        if "update_workers_every" in params.model_fields_set:
+        # A plan that asks for fewer broadcasts keeps them; 1 (the default, also as written
+        # out in full by CompiledPlan.to_plan) is what the pass may merge.
+        if draft.param(nid, "update_workers_every") != 1:
             out.notes.append(
                 f"{label}: update_workers_every={draft.param(nid, 'update_workers_every')} is "
                 "set in the plan, which is kept"

@@ -31,10 +31,13 @@ _SAMPLE_BATCH = parse_type("SampleBatch")
 
 
 def _samplers_of(draft: Draft, rid: str) -> list[str]:
+    """The nodes whose work samples on worker set ``rid``'s workers (``ParallelRollouts``,
+    ``AsyncGradients``: operators placed on the actors)."""
     return [
         nid
         for nid in draft.order()
-        if draft.op(nid) == "ParallelRollouts"
+        if (sig := draft.sig(nid)) is not None
+        and sig.placement == "actors"
         and (found := _worker_set(draft.ctx, nid)) is not None
         and found[0] == rid
     ]
@@ -70,7 +73,7 @@ def _refusal(draft: Draft, nid: str) -> tuple[str | None, str]:
     if len(samplers) > 1:
         return None, (
             f"worker set {brief(rid)} is sampled by {', '.join(map(brief, samplers))}; its "
-            "workers would apply the map to every source's fragments"
+            "workers would apply the map to every one's fragments"
         )
     if draft.param(host, "mode") == "bulk_sync" and not sig.rowwise:
         return None, (

@@ -1,4 +1,5 @@
-"""Built-in source operators: streams that start a plan (RLlib Flow's ``ParallelRollouts``).
+"""Built-in source operators: streams that start a plan (RLlib Flow's ``ParallelRollouts``,
+``AsyncGradients``).
 
 Implementations: ``plangraph/runtime/ops/sources.py``.
 """
@@ -13,7 +14,7 @@ from plangraph.ops.builtin._shared import WORKERS_READ, ResourceRef, workers_fie
 from plangraph.ops.declare import register_op
 from plangraph.ops.registry import OpParams
 
-__all__ = ["ParallelRollouts", "ParallelRolloutsParams"]
+__all__ = ["AsyncGradients", "AsyncGradientsParams", "ParallelRollouts", "ParallelRolloutsParams"]
 
 
 class ParallelRolloutsParams(OpParams):
@@ -43,6 +44,38 @@ ParallelRollouts = register_op(
     apply="source",
     output="SampleBatch",
     params=ParallelRolloutsParams,
+    resources=WORKERS_READ,
+    placement="actors",
+    builtin=True,
+)
+
+
+class AsyncGradientsParams(OpParams):
+    """Gradients computed on the rollout workers, each on its own fresh fragment (A3C).
+
+    Each rollout worker samples one fragment (``num_envs_per_worker`` x
+    ``rollout_fragment_length`` env steps), postprocesses it (GAE with its own value head)
+    and computes the policy's loss gradients on it with its own copy of the weights; the
+    driver receives one ``GradInfo`` per fragment (float32 gradient arrays through the
+    object store, the learner stats, the env steps, and the worker it came from) in
+    completion order, ``num_async`` requests in flight per worker (Mnih et al. 2016,
+    Algorithm S3; RLlib Flow's ``AsyncGradients``). Adds each item's env steps to counter
+    ``num_env_steps_sampled`` when it arrives. Pair it with
+    ``ApplyGradients(update_workers="source")``, which sends the new weights back to that
+    worker alone. With ``num_workers == 0`` the local worker computes them in the driver.
+    A dead rollout worker is replaced like in ``ParallelRollouts``.
+    """
+
+    workers: ResourceRef = workers_field()
+    num_async: int = Field(1, ge=1, description="Gradient requests in flight per rollout worker.")
+
+
+AsyncGradients = register_op(
+    "AsyncGradients",
+    category="source",
+    apply="source",
+    output="GradInfo",
+    params=AsyncGradientsParams,
     resources=WORKERS_READ,
     placement="actors",
     builtin=True,

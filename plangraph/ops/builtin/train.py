@@ -128,11 +128,23 @@ class ApplyGradientsParams(OpParams):
     """One optimizer step with the given gradients, then (by default) a weight broadcast.
 
     Adds the gradients' env steps to counter ``num_env_steps_trained``.
+
+    ``update_workers="source"`` (A3C, RLlib's ``update_all=False``): the new weights go
+    only to the rollout worker that computed the gradients (``AsyncGradients``), one
+    ``ray.put`` and one call, tagged with the learner's version (the updates applied so
+    far, counter ``num_updates/<node id>``); counts ``num_weight_syncs`` and reports
+    ``policy_lag``, the updates applied between the weights the worker differentiated
+    with and the ones its gradients are applied to. Gradients computed on the driver
+    (``ComputeGradients``, ``AverageGradients``) have no source worker: PG182.
     """
 
     workers: ResourceRef = workers_field()
-    update_workers: bool = Field(
-        True, description="Broadcast the new weights to every rollout worker after the step."
+    update_workers: bool | Literal["source"] = Field(
+        True,
+        description=(
+            "Send the new weights to every rollout worker (true), to none (false), or only "
+            'to the worker that computed the gradients ("source", A3C).'
+        ),
     )
 
 

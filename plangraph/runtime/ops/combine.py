@@ -10,7 +10,7 @@ from plangraph.flow.local import LocalIterator
 from plangraph.flow.metrics import get_metrics
 from plangraph.runtime.build_context import BuildContext
 from plangraph.runtime.counters import SAMPLED
-from plangraph.runtime.implementations import register_lowering, register_map, timed
+from plangraph.runtime.implementations import register_lowering, register_map
 
 
 @register_lowering("ConcatBatches")
@@ -43,7 +43,7 @@ def _concat_batches(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIte
         count = int(state["count"])
 
     ctx.register_operator_state(node.id, get_state, set_state)
-    return inputs[0].combine(timed(node.id, concat), name=node.id)
+    return inputs[0].combine(concat, name=node.id)
 
 
 @register_lowering("Batch")

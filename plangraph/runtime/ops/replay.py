@@ -6,7 +6,6 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from plangraph.flow.local import LocalIterator
-from plangraph.flow.metrics import get_metrics
 from plangraph.flow.sentinel import NOT_READY
 from plangraph.flow.watchdog import note_waiting
 from plangraph.runtime.build_context import BuildContext, resource_id
@@ -55,8 +54,6 @@ def _local_replay(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalItera
                 note_waiting(node.id, why)
                 yield NOT_READY
             else:
-                with get_metrics().timers[node.id]:
-                    batch = buffer.sample(p.batch_size)
-                yield batch
+                yield buffer.sample(p.batch_size)
 
     return LocalIterator(base, name=node.id)

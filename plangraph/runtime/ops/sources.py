@@ -10,6 +10,7 @@ from plangraph.flow.parallel import ParallelIterator
 from plangraph.runtime.build_context import BuildContext
 from plangraph.runtime.counters import RESTARTS, SAMPLED
 from plangraph.runtime.implementations import register_lowering
+from plangraph.runtime.items import GradInfo
 
 
 @register_lowering("ParallelRollouts")
@@ -48,5 +49,46 @@ def _parallel_rollouts(node: Any, inputs: list[Any], ctx: BuildContext) -> Local
         metrics.counters[SAMPLED] += batch.env_steps()
         ctx.run_state.episodes.add(batch.episode_returns, batch.episode_lengths)
         return batch
+
+    return stream.for_each(record, name=node.id)
+
+
+@register_lowering("AsyncGradients")
+def _async_gradients(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIterator[Any]:
+    p = node.params
+    ws = ctx.worker_set(p.workers)
+    if not ws.remote_workers:
+        # The local worker shares the learner policy: its gradients are the learner's own.
+        worker = ws.local_worker
+        stream: LocalIterator[Any] = LocalIterator.from_iterable(
+            lambda: iter(worker.sample_and_compute_gradients, None), name=node.id
+        )
+    else:
+
+        def replace(position: int, _actor: Any, error: Exception) -> Any:
+            # As in ParallelRollouts: same index and seeds, the learner's current weights.
+            worker = ws.replace_dead_worker(position, error, node_id=node.id)
+            get_metrics().counters[RESTARTS] += 1
+            return worker
+
+        par = ParallelIterator.from_actors(
+            ws.remote_workers, method="sample_and_compute_gradients", name=node.id
+        )
+        stream = par.gather_async(num_async=p.num_async, on_actor_failure=replace)
+
+    def record(item: Any) -> GradInfo:
+        metrics = get_metrics()
+        metrics.counters[SAMPLED] += item.count
+        ctx.run_state.episodes.add(item.episode_returns, item.episode_lengths)
+        metrics.info["learner"] = dict(item.stats)
+        # gather_async names the actor whose result this is (None when sampling locally).
+        source = metrics.current_actor if ws.remote_workers else None
+        return GradInfo(
+            list(item.grads),
+            item.count,
+            dict(item.stats),
+            source=source,
+            policy_version=item.policy_version,
+        )
 
     return stream.for_each(record, name=node.id)

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from plangraph.flow.local import LocalIterator
-from plangraph.flow.metrics import get_metrics
+from plangraph.flow.metrics import get_metrics, phase
 from plangraph.flow.sentinel import NOT_READY, note_local_wait
 from plangraph.rl.advantage_norm import pool_terms
 from plangraph.runtime.build_context import BuildContext, resource_id
@@ -25,7 +25,8 @@ from plangraph.runtime.items import GradInfo, TrainInfo, scalar_stats
 
 
 def _broadcast(ctx: BuildContext, ws: Any) -> None:
-    ws.sync_weights(ctx.run_state.global_vars())
+    with phase("broadcast"):
+        ws.sync_weights(ctx.run_state.global_vars())
 
 
 @register_map("TrainOneStep")
@@ -46,7 +47,8 @@ def _train_one_step(node: Any, ctx: BuildContext) -> Callable[[Any], Any]:
         metrics = get_metrics()
         policy = ws.local_policy
         policy.set_global_vars(ctx.run_state.global_vars())
-        stats = dict(policy.train(batch, p.num_sgd_iter, p.sgd_minibatch_size))
+        with phase("learning"):
+            stats = dict(policy.train(batch, p.num_sgd_iter, p.sgd_minibatch_size))
         td_error = stats.pop("td_error", None)
         if td_error is not None and per_buffers and "batch_indexes" in batch:
             for buf in per_buffers:
@@ -73,10 +75,11 @@ def _compute_gradients(node: Any, ctx: BuildContext) -> Callable[[Any], Any]:
     def compute(batch: Any) -> GradInfo:
         policy = ws.local_policy
         policy.set_global_vars(ctx.run_state.global_vars())
-        grads, stats = policy.compute_gradients(batch)
+        with phase("learning"):
+            grads, stats = policy.compute_gradients(batch)
+            terms = policy.advantage_norm_terms(batch)
         scalars = scalar_stats(dict(stats))
         get_metrics().info["learner"] = scalars
-        terms = policy.advantage_norm_terms(batch)
         return GradInfo(list(grads), batch.env_steps(), scalars, terms)
 
     return compute
@@ -143,25 +146,56 @@ def average_gradients(infos: list[GradInfo]) -> GradInfo:
 
 @register_map("AverageGradients")
 def _average_gradients(node: Any, ctx: BuildContext) -> Callable[[Any], Any]:
-    return average_gradients
+    def average(infos: list[GradInfo]) -> GradInfo:
+        with phase("learning"):
+            return average_gradients(infos)
+
+    return average
 
 
 @register_map("ApplyGradients")
 def _apply_gradients(node: Any, ctx: BuildContext) -> Callable[[Any], Any]:
     p = node.params
     ws = ctx.worker_set(p.workers)
+    to_source = p.update_workers == "source"
+    # The learner's version (updates applied), in the checkpointed counters so a restored
+    # run keeps numbering where it stopped; only kept where workers are tagged with it.
+    version_key = f"num_updates/{node.id}"
 
     def apply(info: GradInfo) -> TrainInfo:
+        if to_source and ws.remote_workers and info.source is None:
+            # Refused before the step: the compiler's PG182 catches the built-in cases.
+            raise ValueError(
+                f"ApplyGradients {node.id!r} has update_workers='source' but its gradients "
+                "name no source rollout worker (they were computed in the driver); feed it "
+                "from AsyncGradients, or set update_workers=true to broadcast the weights"
+            )
         metrics = get_metrics()
         policy = ws.local_policy
         policy.set_global_vars(ctx.run_state.global_vars())
-        extra = policy.apply_gradients(info.grads) or {}
+        with phase("learning"):
+            extra = policy.apply_gradients(info.grads) or {}
         metrics.counters[TRAINED] += info.count
         stats = {**info.stats, **scalar_stats(dict(extra))}
+        if to_source:
+            stats.update(_sync_source(info))
         metrics.info["learner"] = stats
-        if p.update_workers:
+        if p.update_workers is True:
             _broadcast(ctx, ws)
         return TrainInfo(stats, info.count)
+
+    def _sync_source(info: GradInfo) -> dict[str, float]:
+        """Send the new weights to the worker that computed ``info``; its policy lag."""
+        counters = get_metrics().counters
+        lag = counters[version_key] - info.policy_version
+        counters[version_key] += 1
+        if not ws.remote_workers:
+            return {"policy_lag": 0.0}  # the local worker samples with the learner policy
+        global_vars = {**ctx.run_state.global_vars(), "policy_version": counters[version_key]}
+        with phase("broadcast"):
+            ws.sync_weights_to(info.source, global_vars)
+        counters[WEIGHT_SYNCS] += 1
+        return {"policy_lag": float(lag)}
 
     return apply
 
@@ -182,7 +216,8 @@ def _update_target(node: Any, ctx: BuildContext) -> Callable[[Any], Any]:
         due = now > last if p.freq == 0 else now // p.freq > last // p.freq
         if due:
             with lock:  # a learner thread may be training this policy
-                ws.local_policy.update_target()
+                with phase("learning"):
+                    ws.local_policy.update_target()
             metrics.counters[TARGET_UPDATES] += 1
             metrics.counters[last_key] = now
         return item
@@ -271,13 +306,14 @@ def _update_worker_weights(node: Any, ctx: BuildContext) -> Callable[[Any], Any]
         import ray
 
         current = version()
-        if cached[1] != current:
-            with lock:  # a consistent snapshot, never half an update
-                weights = ws.local_policy.get_weights()
-                current = version()
-            cached[0], cached[1] = ray.put(weights), current
-        global_vars = {**ctx.run_state.global_vars(), "policy_version": cached[1]}
-        actor.set_weights.remote(cached[0], global_vars)
+        with phase("broadcast"):
+            if cached[1] != current:
+                with lock:  # a consistent snapshot, never half an update
+                    weights = ws.local_policy.get_weights()
+                    current = version()
+                cached[0], cached[1] = ray.put(weights), current
+            global_vars = {**ctx.run_state.global_vars(), "policy_version": cached[1]}
+            actor.set_weights.remote(cached[0], global_vars)
         get_metrics().counters[WEIGHT_SYNCS] += 1
         return batch
 
