@@ -25,8 +25,7 @@ from plangraph.runtime.implementations import OP_IMPLS, register_impl
 ROOT = Path(__file__).resolve().parent.parent
 PLANS = ROOT / "plans"
 
-# Result keys that measure wall time (and the timers, which differ by design: a node run
-# on the rollout workers has no driver timer); everything else must match exactly.
+# Result keys that measure wall time (the timers too); everything else must match exactly.
 TIME_KEYS = {"time_this_iter_s", "time_total_s", "timestamp", "env_steps_per_s"}
 TIME_KEYS |= {"env_steps_per_s_total", "timers"}
 
@@ -61,6 +60,17 @@ def _run(
     with compiled.build(seed=0, **build) as algo:
         results = [algo.train() for _ in range(iterations)]
         ws = algo.ctx.worker_sets["workers"]
+        if ws.remote_workers:
+            import ray
+
+            ran = ray.get(
+                [
+                    w.__ray_call__.remote(lambda self: sorted(self.transform_time_s))
+                    for w in ws.remote_workers
+                ]
+            )
+        else:
+            ran = [sorted(ws.local_worker.transform_time_s)]
         return {
             "results": [{k: v for k, v in r.items() if k not in TIME_KEYS} for r in results],
             "timers": [sorted(r["timers"]) for r in results],
@@ -68,6 +78,9 @@ def _run(
             "stages": dict(algo.ctx.stages),
             "broadcasts": ws.num_weight_broadcasts,
             "fragment": ws.rollout_fragment_length,
+            "worker_maps": ran,  # per rollout worker: the maps it ran on its fragments
+            # items each node emitted, as the run's profile counts them
+            "profile_items": {nid: n.items for nid, n in sorted(algo.profile().nodes.items())},
         }
 
 
@@ -102,6 +115,9 @@ def test_map_fusion_keeps_dqns_results(dqn_runs: dict[str, dict[str, Any]]) -> N
     assert on["results"][-1]["num_env_steps_trained"] > 0  # it trained
     assert on["timers"] == off["timers"]  # each fused node keeps its own timer
     assert {"train", "target"} <= set(on["timers"][-1])
+    # and its own line in the profile, with the items it emitted
+    assert on["profile_items"] == off["profile_items"]
+    assert on["profile_items"]["target"] == on["profile_items"]["train"] > 0
 
 
 def test_broadcast_coalescing_keeps_dqns_results_with_fewer_broadcasts(
@@ -202,8 +218,8 @@ def test_worker_side_maps_keep_ppos_results_and_leave_the_driver(scale_column: A
     off = _run(plan, PPO_SMALL, 3, ("worker-side-maps",))
     assert on["stages"]["m"] == "rollouts@workers" and off["stages"]["m"] == "m"
     assert on["results"] == off["results"] and on["weights"] == off["weights"]
-    # on the driver it has a timer; on the workers the driver spends no time in it
-    assert "m" in off["timers"][-1] and "m" not in on["timers"][-1]
+    # each rollout worker ran the map on its own fragments, and only with the pass
+    assert on["worker_maps"] == [["m"], ["m"]] and off["worker_maps"] == [[], []]
     # and the map matters: without it the learner sees other value targets
     plain = _run(PLANS / "ppo.json", PPO_SMALL, 1)
     assert plain["results"][0]["learner"] != on["results"][0]["learner"]
@@ -215,6 +231,7 @@ def test_standardize_fields_on_the_local_worker_keeps_the_results() -> None:
     on = _run(plan, config, 2)
     off = _run(plan, config, 2, ("worker-side-maps",))
     assert on["stages"]["m"] == "rollouts@workers"
+    assert on["worker_maps"] == [["m"]] and off["worker_maps"] == [[]]
     assert on["results"] == off["results"] and on["weights"] == off["weights"]
 
 
