@@ -22,6 +22,8 @@ them all, or a phase to catch one kind. Each also keeps the builtin base it alwa
     │   ├── PlanStalledError       (plangraph.flow.watchdog) the sink got nothing for
     │   │                          max_idle_s while the flow kept running
     │   └── WorkerRestartError     (plangraph.rl.restarts) a rollout worker kept dying
+    ├── UnknownPassError           ``--no-pass`` / ``disable_passes`` names no optimisation
+    │                              pass (the message has a did-you-mean)
     ├── StopCriterionError         a malformed or unknown stop criterion (``--stop``)
     └── CheckpointError            a checkpoint or run directory is corrupt, truncated,
                                    hand-edited, of another plan, or in the old pickle format
@@ -42,6 +44,7 @@ __all__ = [
     "RenderError",
     "StopCriterionError",
     "UnknownOperatorError",
+    "UnknownPassError",
 ]
 
 
@@ -73,6 +76,11 @@ class UnknownOperatorError(RegistrationError, KeyError):
 
 class RenderError(PlangraphError):
     """A plan could not be drawn to the requested output (see ``plangraph.render.errors``)."""
+
+
+class UnknownPassError(PlangraphError, ValueError):
+    """An optimisation pass named to turn off (``--no-pass``, ``disable_passes=``) does not
+    exist; the message suggests close names and lists the passes."""
 
 
 class StopCriterionError(PlangraphError, ValueError):

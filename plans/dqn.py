@@ -16,10 +16,11 @@ learning table): rounds of 256 env steps then 16 updates on 128 replayed transit
 (8 replayed transitions per env step), 3-step targets, target sync every 1024 env steps
 (64 updates), lr 3e-3, epsilon 1.0 -> 0.02 over 10k env steps, 64x64 ReLU Q-network.
 More updates per env step (64 per round at lr 1e-3) solve in slightly fewer env steps but
-take twice the wall time. ``TrainOneStep(update_workers_every=16)`` broadcasts the weights
-once per round, after the last update and before the next rollouts, instead of after each
-of the 16 updates: the rollouts use the same weights, with one ``ray.put`` per round
-instead of 16.
+take twice the wall time. The weights are broadcast once per round, after the last update
+and before the next rollouts, instead of after each of the 16 updates: the compiler's pass
+``broadcast-coalescing`` derives it from the round-robin weight (``plangraph explain``
+shows the executed ``update_workers_every=16``). The rollouts use the same weights, with
+one ``ray.put`` per round instead of 16.
 """
 
 from plangraph import Plan, PlanConfig
@@ -59,8 +60,7 @@ store_op = ParallelRollouts(mode="bulk_sync", id="rollouts").for_each(
 )
 replay_op = (
     LocalReplay(buffer="@replay", batch_size=cfg.train_batch_size, id="replay_batches")
-    # The workers only sample between rounds: one broadcast after the round's last update.
-    .for_each(TrainOneStep(update_workers_every=cfg.train_steps_per_rollout, id="train"))
+    .for_each(TrainOneStep(id="train"))
     .for_each(
         UpdateTarget(freq=cfg.target_network_update_freq, unit=cfg.target_update_unit, id="target")
     )

@@ -1,4 +1,5 @@
-"""``plangraph explain PLAN``: the checks run, typed nodes in order with where each runs
+"""``plangraph explain PLAN``: the checks run, the optimisation passes (what each changed
+in the executed plan, or why not), typed nodes in order with where each runs after them
 (rollout workers, driver, a learner thread), resources with their resolved params
 (defaults included), diagnostics.
 
@@ -15,20 +16,24 @@ from typing import Any
 from plangraph.commands.user_modules import add_import_option, import_user_modules
 from plangraph.commands.validate import (
     add_config_option,
+    add_pass_option,
     analyze_safely,
     check_paths,
     parse_overrides,
+    parse_passes,
 )
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "explain",
-        help="show how a plan compiles: checks, typed nodes, resources",
-        description="Compile a plan and explain the result: the checks run, every node "
-        "with its inferred types and resolved params, every resource with its resolved "
-        "params (defaults included, e.g. a WorkerSet's env, workers and policy), and "
-        "diagnostics.",
+        help="show how a plan compiles: checks, optimisation passes, typed nodes, resources",
+        description="Compile a plan and explain the result: the checks run, the "
+        "optimisation passes (what each changed in the executed plan, before/after and "
+        "why, or why not), every node with its inferred types, resolved params and where "
+        "it runs (driver, rollout workers, learner thread), every resource with its "
+        "resolved params (defaults included, e.g. a WorkerSet's env, workers and policy), "
+        "and diagnostics.",
     )
     p.add_argument("plan", metavar="PLAN", help="plan file (.json or .py)")
     p.add_argument(
@@ -38,6 +43,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="text (default) or json (the compiled graph plus diagnostics)",
     )
     add_config_option(p)
+    add_pass_option(p)
     add_import_option(p)
     return p
 
@@ -47,17 +53,33 @@ def run(args: argparse.Namespace) -> int:
     if isinstance(overrides, str):
         print(f"plangraph explain: error: {overrides}", file=sys.stderr)
         return 2
+    disabled = parse_passes(args.no_pass)
+    if isinstance(disabled, str):
+        print(f"plangraph explain: error: {disabled}", file=sys.stderr)
+        return 2
     problem = import_user_modules(args.imports) or check_paths([args.plan])
     if problem:
         print(f"plangraph explain: error: {problem}", file=sys.stderr)
         return 2
-    compiled = analyze_safely(args.plan, overrides)
+    compiled = analyze_safely(args.plan, overrides, disable_passes=disabled)
     if compiled is None:
         return 1
     if args.format == "json":
         data = compiled.to_dict()
         data["passes"] = list(compiled.passes)
+        data["optimisations"] = [r.to_dict() for r in compiled.optimisations]
+        # where each node runs after the passes: in words, and as data
         data["placement"] = {nid: compiled.placement(nid) for nid in compiled.nodes}
+        data["execution"] = {
+            n.id: {
+                "placement": n.placement,
+                "host": n.host,
+                "stage": list(n.stage),
+                "worker_maps": list(n.worker_maps),
+            }
+            for n in compiled.nodes.values()
+        }
+        data["executed"] = compiled.executed.to_dict()
         data["diagnostics"] = [d.to_dict() for d in compiled.diagnostics]
         print(json.dumps(data, indent=2))
     else:

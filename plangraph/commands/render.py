@@ -10,9 +10,11 @@ from typing import Any
 from plangraph.commands.user_modules import add_import_option, import_user_modules
 from plangraph.commands.validate import (
     add_config_option,
+    add_pass_option,
     analyze_safely,
     check_paths,
     parse_overrides,
+    parse_passes,
 )
 
 EXIT_OK = 0
@@ -63,6 +65,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         "items/s on the edges (`plangraph profile RUN_DIR` also prints the table)",
     )
     add_config_option(p)
+    add_pass_option(p)
     add_import_option(p)
     return p
 
@@ -87,6 +90,10 @@ def run(args: argparse.Namespace) -> int:
     if isinstance(overrides, str):
         _say(f"error: {overrides}")
         return EXIT_USAGE
+    disabled = parse_passes(args.no_pass)
+    if isinstance(disabled, str):
+        _say(f"error: {disabled}")
+        return EXIT_USAGE
     problem = import_user_modules(args.imports) or check_paths([args.plan])
     if problem:
         _say(f"error: {problem}")
@@ -106,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
             _say(f"error: --profile: {exc}")
             return EXIT_USAGE
 
-    compiled = analyze_safely(args.plan, overrides)
+    compiled = analyze_safely(args.plan, overrides, disable_passes=disabled)
     if compiled is None:
         return EXIT_PLAN_ERRORS
     if profile is not None:

@@ -52,6 +52,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         help="stop when result[KEY] >= VALUE (repeatable; any one stops), "
         "e.g. --stop episode_return_mean=475 --stop num_env_steps_sampled=300000",
     )
+    from plangraph.commands.validate import add_pass_option
+
+    add_pass_option(p)
     p.add_argument("--seed", type=int, default=0, help="run seed (default 0)")
     p.add_argument("--address", help="Ray cluster address to join (default: start Ray here)")
     p.add_argument("--out", type=Path, help="run directory (default: runs/<plan>-<env>-<time>)")
@@ -107,6 +110,7 @@ class _Launch:
     num_workers: int | None
     seed: int
     overrides: dict[str, Any]
+    no_pass: tuple[str, ...]
     stop: Any
     run_dir: Path
     checkpoint: Any  # a loaded plangraph.runtime.algorithm.Checkpoint, or None
@@ -216,8 +220,13 @@ def _prepare(args: argparse.Namespace) -> _Launch | int:
             f"--checkpoint-score {score}: the run does not evaluate; add --evaluation-interval K"
         )
 
-    from plangraph.commands.validate import analyze_safely, check_paths
+    from plangraph.commands.validate import analyze_safely, check_paths, parse_passes
 
+    # A resumed run keeps the passes it ran with, unless --no-pass says otherwise.
+    no_pass = list(args.no_pass) or (list(saved.no_pass) if saved else [])
+    disabled = parse_passes(no_pass)
+    if isinstance(disabled, str):
+        return _error(disabled)
     problem = check_paths([plan_path])
     if problem:
         return _error(problem)
@@ -226,7 +235,7 @@ def _prepare(args: argparse.Namespace) -> _Launch | int:
     from plangraph.compiler import Capacity
 
     capacity = Capacity.unknown() if args.address else None
-    compiled = analyze_safely(plan_path, overrides, capacity)
+    compiled = analyze_safely(plan_path, overrides, capacity, disabled)
     if compiled is None:
         return 1
     for d in compiled.diagnostics:
@@ -308,6 +317,7 @@ def _prepare(args: argparse.Namespace) -> _Launch | int:
         num_workers=num_workers,
         seed=saved.seed if saved is not None else args.seed,
         overrides=overrides,
+        no_pass=tuple(sorted(disabled)),
         stop=stop,
         run_dir=run_dir,
         checkpoint=checkpoint,
@@ -469,6 +479,7 @@ def _write_run_files(launch: _Launch, algo: Any) -> None:
         num_workers=launch.num_workers,
         seed=launch.seed,
         overrides=launch.overrides,
+        no_pass=list(launch.no_pass),
         stop=dict(launch.stop.thresholds),
         imports=list(launch.imports),
         evaluation_interval=launch.evaluation_interval,

@@ -23,9 +23,9 @@ MAX_SEED = 2**63 - 1
 
 
 class RunArgs(BaseModel):
-    """The contents of ``run.json`` (all keys required but ``imports``, ``evaluation_*``,
-    ``keep_checkpoints`` and ``checkpoint_score``, which older runs lack; ``--resume``
-    fills in the rest of its command line from them)."""
+    """The contents of ``run.json`` (all keys required but ``no_pass``, ``imports``,
+    ``evaluation_*``, ``keep_checkpoints`` and ``checkpoint_score``, which older runs lack;
+    ``--resume`` fills in the rest of its command line from them)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
@@ -34,6 +34,10 @@ class RunArgs(BaseModel):
     num_workers: int | None = Field(ge=0, description="remote rollout workers, or the plan's")
     seed: int = Field(ge=0, le=MAX_SEED, description="run seed")
     overrides: dict[str, JsonValue] = Field(description="--set config overrides")
+    no_pass: list[str] = Field(
+        default_factory=list,
+        description="optimisation passes turned off (--no-pass); absent in older runs",
+    )
     stop: dict[str, float] = Field(description="stop criteria: result key -> threshold")
     imports: list[str] = Field(
         default_factory=list,

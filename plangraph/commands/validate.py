@@ -28,6 +28,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--format", choices=("text", "json"), default="text", help="output format (text)"
     )
     add_config_option(p)
+    add_pass_option(p)
     add_import_option(p)
     p.add_argument("-q", "--quiet", action="store_true", help="print only diagnostics")
     target = p.add_argument_group(
@@ -47,6 +48,31 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--memory", metavar="SIZE", help="check against a machine with SIZE memory (e.g. 8GiB)"
     )
     return p
+
+
+def add_pass_option(p: argparse.ArgumentParser) -> None:
+    """``--no-pass NAME`` (repeatable): compile without that optimisation pass."""
+    # No compiler import here: every command builds its parser on each `plangraph` call.
+    p.add_argument(
+        "--no-pass",
+        dest="no_pass",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="compile without optimisation pass NAME (repeatable; 'all': without any); "
+        "`plangraph explain PLAN` lists the passes and what each did",
+    )
+
+
+def parse_passes(names: list[str]) -> frozenset[str] | str:
+    """The ``--no-pass`` names as a set, or an error message with a did-you-mean."""
+    from plangraph.compiler.passes import check_pass_names
+    from plangraph.errors import UnknownPassError
+
+    try:
+        return check_pass_names(names)
+    except UnknownPassError as exc:
+        return f"--no-pass: {exc}"
 
 
 def target_capacity(args: argparse.Namespace) -> Any:
@@ -124,12 +150,17 @@ def check_paths(paths: list[str]) -> str | None:
     return None
 
 
-def analyze_safely(path: str, overrides: dict[str, Any], capacity: Any = None) -> Any:
+def analyze_safely(
+    path: str,
+    overrides: dict[str, Any],
+    capacity: Any = None,
+    disable_passes: frozenset[str] = frozenset(),
+) -> Any:
     """``analyze`` for the CLI: an internal failure becomes a message, not a traceback."""
     from plangraph.compiler import analyze
 
     try:
-        return analyze(path, config=overrides, capacity=capacity)
+        return analyze(path, config=overrides, capacity=capacity, disable_passes=disable_passes)
     except Exception as exc:  # a compiler bug must not look like a crash of the user's plan
         print(
             f"{path}: internal error in the plangraph compiler: {type(exc).__name__}: {exc}\n"
@@ -165,6 +196,10 @@ def run(args: argparse.Namespace) -> int:
     if isinstance(overrides, str):
         print(f"plangraph validate: error: {overrides}", file=sys.stderr)
         return 2
+    disabled = parse_passes(args.no_pass)
+    if isinstance(disabled, str):
+        print(f"plangraph validate: error: {disabled}", file=sys.stderr)
+        return 2
     problem = import_user_modules(args.imports)
     if problem:
         print(f"plangraph validate: error: {problem}", file=sys.stderr)
@@ -180,7 +215,7 @@ def run(args: argparse.Namespace) -> int:
     results = []
     failed = False
     for path in args.plans:
-        compiled = analyze_safely(path, overrides, capacity)
+        compiled = analyze_safely(path, overrides, capacity, disabled)
         if compiled is None:
             failed = True
             results.append({"path": path, "ok": False, "diagnostics": []})

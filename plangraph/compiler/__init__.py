@@ -4,12 +4,15 @@
 with ``.diagnostics``); ``compile(plan)`` returns it only when it has no errors and
 raises :class:`PlanValidationError` otherwise. The checks run in the order that
 :mod:`plangraph.compiler.pipeline` lists them (``CHECKS``); :func:`register_check` adds
-one. Imports pydantic and networkx only.
+one. Then, on a plan without errors, the optimisation passes
+(:mod:`plangraph.compiler.passes`) make the executed plan (``CompiledPlan.executed``);
+``disable_passes`` turns some off. Imports pydantic and networkx only.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import dataclasses
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from plangraph.compiler import pipeline as _pipeline
@@ -18,6 +21,7 @@ from plangraph.compiler.compiled import CompiledNode, CompiledPlan, CompiledReso
 from plangraph.compiler.context import Context
 from plangraph.compiler.diagnostics import CODES, Diagnostic, PlanValidationError
 from plangraph.compiler.loader import load
+from plangraph.compiler.passes import Draft, PassResult, check_pass_names, pass_names, run_passes
 from plangraph.compiler.pipeline import Check, register_check, run_checks
 from plangraph.compiler.topology import Topology
 from plangraph.ir.plan import Plan, canonical_json_value
@@ -32,10 +36,13 @@ __all__ = [
     "CompiledPlan",
     "CompiledResource",
     "Diagnostic",
+    "PassResult",
     "PlanValidationError",
     "analyze",
+    "check_pass_names",
     "compile",
     "load_plan",
+    "pass_names",
     "register_check",
 ]
 
@@ -63,18 +70,26 @@ def analyze(
     *,
     checks: Sequence[Check] | None = None,
     capacity: Capacity | None = None,
+    disable_passes: Iterable[str] = (),
 ) -> CompiledPlan:
-    """Check a plan and infer its types; never raises on a bad plan.
+    """Check a plan and infer its types, then optimise it; never raises on a bad plan.
 
     ``source``: a :class:`Plan`, a path to a ``.json`` or ``.py`` plan, JSON text, or the
     JSON form as a dict. ``config``: overrides for the plan's config defaults.
     ``checks``: the pipeline to run after loading (default: ``CHECKS``, the built-in
     checks plus registered ones); a check that crashes is reported as PG199.
     ``capacity``: the machine or cluster the plan will run on, for the rollout-worker
-    checks (default: this machine, ``Capacity.local()``). Returns a
+    checks (default: this machine, ``Capacity.local()``). ``disable_passes``: names of
+    optimisation passes to turn off (``pass_names()``; ``"all"``: every one). Returns a
     :class:`CompiledPlan` whose ``diagnostics`` hold every problem found (``ok`` is False
-    if any is an error). Raises ``TypeError`` only for a ``source`` of the wrong type.
+    if any is an error) and whose ``executed`` plan is the passes' result (the plan itself
+    when it has errors: those are not optimised).
+
+    Raises:
+        TypeError: ``source`` is of the wrong type.
+        UnknownPassError: ``disable_passes`` names no pass (did-you-mean in the message).
     """
+    disabled = check_pass_names(disable_passes)
     loaded = load(source)
     overrides: dict[str, Any] = {}
     extra: list[Diagnostic] = []
@@ -88,20 +103,29 @@ def analyze(
         source=loaded.source,
         overrides=overrides,
         capacity=capacity if capacity is not None else Capacity.local(),
+        disabled_passes=disabled,
     )
     ctx.diagnostics.extend(loaded.diagnostics)
     ctx.diagnostics.extend(extra)
     records = [PassRecord("load", "Parse the plan and check its shape", len(ctx.diagnostics))]
     records += run_checks(ctx, _pipeline.checks() if checks is None else checks)
-    return _assemble(ctx, tuple(records))
+    draft: Draft | None = None
+    results: tuple[PassResult, ...] = ()
+    if not any(d.is_error for d in ctx.diagnostics):
+        draft, results = run_passes(ctx, disabled)
+    return _assemble(ctx, tuple(records), draft, results)
 
 
 def compile(
-    source: Any, config: Mapping[str, Any] | None = None, *, capacity: Capacity | None = None
+    source: Any,
+    config: Mapping[str, Any] | None = None,
+    *,
+    capacity: Capacity | None = None,
+    disable_passes: Iterable[str] = (),
 ) -> CompiledPlan:
     """Like :func:`analyze`, but raises :class:`PlanValidationError` (carrying all
     diagnostics and the best-effort result) unless the plan is free of errors."""
-    compiled = analyze(source, config=config, capacity=capacity)
+    compiled = analyze(source, config=config, capacity=capacity, disable_passes=disable_passes)
     if not compiled.ok:
         raise PlanValidationError(compiled.diagnostics, compiled)
     return compiled
@@ -111,12 +135,48 @@ def _node_location(ctx: Context, nid: str) -> Location | None:
     return ctx.source.locate(f"/nodes/{nid}", key=True) if ctx.source else None
 
 
-def _assemble(ctx: Context, records: tuple[PassRecord, ...]) -> CompiledPlan:
-    """Freeze what the checks found into one record per node and the one topology."""
+def _placements(
+    ctx: Context, draft: Draft | None
+) -> dict[str, tuple[str, str | None, tuple[str, ...], tuple[str, ...]]]:
+    """Per node, after the passes: ``(placement, host, stage, worker_maps)`` (see
+    :class:`CompiledNode`)."""
+    hosts = draft.hosts if draft is not None else {}
+    stage_of = {n: st for st in (draft.stages if draft is not None else ()) for n in st}
+    learners = {
+        nid: rid
+        for rid, res in ctx.plan.resources.items()
+        if res.kind == "LearnerThread"
+        for nid in ctx.writers.get(rid, ())
+    }
+    order = ctx.topology.topological_order()
+    out = {}
+    for nid in ctx.plan.nodes:
+        sig = ctx.sigs.get(nid)
+        host: str | None = hosts.get(nid) or learners.get(nid)
+        if nid in hosts or (sig is not None and sig.placement == "actors"):
+            where = "actors"
+        elif nid in learners:
+            where = "learner thread"
+        else:
+            where = "driver"
+        maps = tuple(n for n in order if hosts.get(n) == nid)
+        out[nid] = (where, host, stage_of.get(nid, ()), maps)
+    return out
+
+
+def _assemble(
+    ctx: Context,
+    records: tuple[PassRecord, ...],
+    draft: Draft | None = None,
+    results: tuple[PassResult, ...] = (),
+) -> CompiledPlan:
+    """Freeze what the checks found into one record per node and the one topology; with
+    the passes' draft, also the executed plan."""
     topo = ctx.topology
     if not topo.graph and ctx.plan.nodes:  # check "graph" did not run (or crashed)
         topo = Topology.build({nid: (n.op, n.inputs) for nid, n in ctx.plan.nodes.items()})
     fed_by = _fed_by(ctx, topo)
+    placed = _placements(ctx, draft)
     nodes: dict[str, CompiledNode] = {}
     for nid in topo.topological_order():
         node = ctx.plan.nodes[nid]
@@ -132,6 +192,10 @@ def _assemble(ctx: Context, records: tuple[PassRecord, ...]) -> CompiledPlan:
             raw_params=dict(ctx.raw_params.get(nid, {})),
             users=topo.users(nid),
             fed_by=fed_by[nid],
+            placement=placed[nid][0],
+            host=placed[nid][1],
+            stage=placed[nid][2],
+            worker_maps=placed[nid][3],
         )
     resources = {
         rid: CompiledResource(
@@ -147,7 +211,7 @@ def _assemble(ctx: Context, records: tuple[PassRecord, ...]) -> CompiledPlan:
     }
     for nid in topo.graph:
         topo.graph.nodes[nid]["type"] = ctx.types.get(nid)
-    return CompiledPlan(
+    declared = CompiledPlan(
         plan=ctx.plan,
         config=ctx.config,
         output=ctx.plan.output,
@@ -156,7 +220,24 @@ def _assemble(ctx: Context, records: tuple[PassRecord, ...]) -> CompiledPlan:
         topology=topo,
         diagnostics=tuple(ctx.diagnostics),
         pass_records=records,
+        optimisations=results,
+        disabled_passes=ctx.disabled_passes,
     )
+    if draft is None:
+        return declared
+    executed = dataclasses.replace(
+        declared,
+        nodes={
+            nid: dataclasses.replace(n, params=draft.params.get(nid)) for nid, n in nodes.items()
+        },
+        resources={
+            rid: dataclasses.replace(
+                r, params=draft.res_params.get(rid), sized_for=draft.sized_for.get(rid)
+            )
+            for rid, r in resources.items()
+        },
+    )
+    return dataclasses.replace(declared, executed_plan=executed)
 
 
 def _fed_by(ctx: Context, topo: Topology) -> dict[str, dict[str, tuple[str, ...]]]:

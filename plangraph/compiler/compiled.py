@@ -25,10 +25,22 @@ from plangraph.ir.types import PortType
 from plangraph.ops.registry import OpSignature
 from plangraph.text import brief
 
-__all__ = ["REPLAY_KIND", "CompiledNode", "CompiledPlan", "CompiledResource", "PassRecord"]
+__all__ = [
+    "PLACEMENTS",
+    "REPLAY_KIND",
+    "CompiledNode",
+    "CompiledPlan",
+    "CompiledResource",
+    "PassRecord",
+]
 
 REPLAY_KIND = "ReplayBuffer"
 """The resource kind whose sampled batches :attr:`CompiledNode.replay_sources` tracks."""
+
+PLACEMENTS: tuple[str, ...] = ("driver", "actors", "learner thread")
+"""Where a node's work runs after the optimisation passes (:attr:`CompiledNode.placement`):
+in the driver process, on the rollout-worker actors, or in a learner thread of the driver
+(whose training runs beside the driver's own pulls)."""
 
 
 def _json(v: Any) -> Any:
@@ -55,6 +67,14 @@ class CompiledNode:
     ``fed_by``: resource kind -> ids of the resources of that kind that some node
     upstream of this one reads (resource declaration order), i.e. whose items can reach
     this node's inputs; derived from the ops' resource params with access ``"read"``.
+
+    After the optimisation passes (the same in the declared and the executed plan):
+    ``placement`` (one of :data:`PLACEMENTS`); ``host``: for a node moved onto the rollout
+    workers, the id of the rollout source whose workers run it; for an ``Enqueue``, the
+    learner thread that trains on its batches; ``stage``: the ids of the fused driver stage
+    this node runs in (pass ``map-fusion``; ``()`` when it is a stage of its own);
+    ``worker_maps``: on a rollout source, the ids of the nodes its workers apply to each
+    fragment after postprocessing, in order.
     """
 
     id: str
@@ -68,6 +88,10 @@ class CompiledNode:
     raw_params: dict[str, Any] = field(default_factory=dict)
     users: tuple[str, ...] = ()
     fed_by: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    placement: str = "driver"
+    host: str | None = None
+    stage: tuple[str, ...] = ()
+    worker_maps: tuple[str, ...] = ()
 
     @property
     def category(self) -> str | None:
@@ -97,6 +121,10 @@ class CompiledResource:
     writers: tuple[str, ...]
     location: Location | None = None
     raw_params: dict[str, Any] = field(default_factory=dict)
+    sized_for: int | None = None
+    """In the executed plan, for a worker set whose ``rollout_fragment_length`` was
+    ``"auto"``: the train batch (env steps) pass ``rollout-sizing`` sized it for, so that a
+    ``num_workers`` override at build time sizes it again; None otherwise."""
 
 
 @dataclass(frozen=True)
@@ -118,6 +146,13 @@ class CompiledPlan:
     ``graph`` its ``networkx.DiGraph`` with node attributes ``op``, ``type`` and edge
     attributes ``index`` (input port), ``ports`` and ``type``. The queries below take a
     node id of the plan and raise ``KeyError`` for any other.
+
+    Two plans in one: this object is the plan as declared (params as written, resolved),
+    for display (``explain``, ``render``, ``to_json``); :attr:`executed` is the plan the
+    optimisation passes produced (``optimisations``: what each pass did, or why not), for
+    lowering. Both have the same nodes, edges and placements; the executed one may have
+    other params (e.g. a sized ``rollout_fragment_length``). ``disabled_passes``: the
+    passes turned off for this compilation.
     """
 
     plan: Plan
@@ -128,6 +163,16 @@ class CompiledPlan:
     topology: Topology
     diagnostics: tuple[Diagnostic, ...]
     pass_records: tuple[PassRecord, ...] = ()
+    optimisations: tuple[Any, ...] = ()
+    """One ``plangraph.compiler.passes.PassResult`` per optimisation pass, in run order."""
+    disabled_passes: frozenset[str] = frozenset()
+    executed_plan: CompiledPlan | None = None
+
+    @property
+    def executed(self) -> CompiledPlan:
+        """The plan to lower: the optimisation passes' result (itself when none changed
+        anything, and for the executed plan itself)."""
+        return self.executed_plan if self.executed_plan is not None else self
 
     @property
     def graph(self) -> nx.DiGraph:
@@ -185,7 +230,8 @@ class CompiledPlan:
 
     @property
     def passes(self) -> tuple[str, ...]:
-        """Names of the checks that ran, in order."""
+        """Names of the checks that ran, in order (the name this property had before the
+        optimisation passes existed; those are :attr:`optimisations`)."""
         return tuple(p.name for p in self.pass_records)
 
     @property
@@ -199,10 +245,15 @@ class CompiledPlan:
         worker actors, the driver gathers), ``"driver, feeds learner thread @learner"`` /
         ``"driver, reads learner thread @learner"`` (an op that writes / reads a learner
         thread resource: the training itself runs in that thread of the driver), or
-        ``"driver"``."""
+        ``"driver"``. After the optimisation passes: a node moved onto the rollout workers
+        says so (``"rollout workers (actors), moved after rollouts by pass
+        worker-side-maps"``), and a driver node in a fused stage adds ``"fused stage
+        train+target"``."""
         node = self.nodes[self._known(node_id)]
         sig = node.signature
-        if sig is not None and sig.placement == "actors":
+        if node.placement == "actors" and node.host:
+            return f"rollout workers (actors), moved after {node.host} by pass worker-side-maps"
+        if node.placement == "actors" or (sig is not None and sig.placement == "actors"):
             return "rollout workers (actors)"
         notes = []
         for rp in sig.resources if sig is not None else ():
@@ -212,6 +263,8 @@ class CompiledPlan:
             if res is not None and res.kind == "LearnerThread":
                 verb = "feeds" if rp.access == "write" else "reads"
                 notes.append(f"{verb} learner thread @{rid}")
+        if node.stage:
+            notes.append(f"fused stage {'+'.join(node.stage)}")
         return ", ".join(["driver", *notes])
 
     def diagnostics_for(self, node_id: str) -> tuple[Diagnostic, ...]:
@@ -285,8 +338,9 @@ class CompiledPlan:
         )
 
     def explain(self) -> str:
-        """A readable account: the checks run, the typed nodes in order, resources,
-        diagnostics."""
+        """A readable account: the checks run, the optimisation passes (what each changed
+        in the executed plan, before/after and why, or why not), the typed nodes in order
+        with their placement after the passes, resources, diagnostics."""
         lines = [
             f"plan {brief(self.plan.name)}: {_count(len(self.nodes), 'node')}, "
             f"{_count(len(self.resources), 'resource')}, output {brief(self.output)} "
@@ -298,7 +352,10 @@ class CompiledPlan:
         for i, p in enumerate(self.pass_records, 1):
             found = f"  [{p.diagnostics} found]" if p.diagnostics else ""
             lines.append(f"  {i:2d}. {p.name:<{w}}  {p.doc}{found}")
-        lines += ["", "nodes (topological order), each with where it runs:"]
+        lines += ["", *self._explain_passes()]
+        lines += ["", *self._explain_placement()]
+        lines += ["", "nodes (topological order), each with where it runs after the passes:"]
+        executed = self.executed
         wid = max((len(n) for n in self.nodes), default=0)
         wop = max((len(n.op) for n in self.nodes.values()), default=0)
         sigs = {
@@ -321,6 +378,9 @@ class CompiledPlan:
             if params:
                 text = ", ".join(f"{k}={_short(v)}" for k, v in params.items())
                 lines.append(f"  {'':<{wid}}    params: {text}")
+            changed = _changed(params, executed.nodes[n.id].params)
+            if changed:
+                lines.append(f"  {'':<{wid}}    executed with: {changed}")
         if self.resources:
             lines += ["", "resources (params resolved, defaults included):"]
             for r in self.resources.values():
@@ -330,10 +390,64 @@ class CompiledPlan:
                     f"readers: {', '.join(r.readers) or '-'}"
                 )
                 lines += _resource_param_lines(r, indent="      ")
+                declared = _json(r.params) if r.params is not None else r.raw_params
+                changed = _changed(declared, executed.resources[r.id].params)
+                if changed:
+                    lines.append(f"      executed with: {changed}")
         lines += ["", "diagnostics:" if self.diagnostics else "diagnostics: none"]
         for d in self.diagnostics:
             lines += ["  " + x for x in d.format().splitlines()]
         return "\n".join(lines) + "\n"
+
+    def _explain_placement(self) -> list[str]:
+        """Where each node's work runs after the passes, one line per place; a fused
+        stage is shown once, as ``a+b``."""
+        groups: dict[str, list[str]] = {p: [] for p in PLACEMENTS}
+        for n in self.nodes.values():
+            if n.stage and n.stage[0] != n.id:
+                continue
+            name = "+".join(n.stage) if n.stage else n.id
+            if n.placement == "actors" and n.host:
+                name += f" (moved, after {n.host})"
+            elif n.placement == "learner thread" and n.host:
+                name += f" (its batches train in {n.host})"
+            elif n.stage:
+                name += " (one stage)"
+            groups.get(n.placement, groups["driver"]).append(name)
+        labels = {
+            "driver": "driver",
+            "actors": "rollout workers",
+            "learner thread": "learner thread",
+        }
+        w = max(len(v) for v in labels.values())
+        out = ["placement after the passes:"]
+        for place in PLACEMENTS:
+            if groups[place]:
+                out += _wrap(f"{labels[place]:<{w}}  {', '.join(groups[place])}", "  ")
+        return out
+
+    def _explain_passes(self) -> list[str]:
+        if not self.optimisations:
+            why = "the plan has errors" if not self.ok else "none ran"
+            return [f"optimisation passes: not run ({why})"]
+        lines = [
+            "optimisation passes (they change the executed plan; --no-pass NAME turns one off):"
+        ]
+        w = max(len(r.name) for r in self.optimisations)
+        for i, r in enumerate(self.optimisations, 1):
+            lines.append(f"  {i:2d}. {r.name:<{w}}  {r.doc}")
+            pad = "        "
+            if r.status == "off":
+                lines.append(f"{pad}off (--no-pass {r.name})")
+            for c in r.changes:
+                lines += _wrap(f"applied to {c.target}:", pad)
+                lines += _wrap(f"before: {c.before}", pad + "  ")
+                lines += _wrap(f"after:  {c.after}", pad + "  ")
+                lines += _wrap(f"why:    {c.why}", pad + "  ")
+            for note in r.notes:
+                head = "" if r.status == "off" else "not applied: "
+                lines += _wrap(f"{head}{note}", pad)
+        return lines
 
     # -- delegation to other layers (imported lazily: they may pull in ray/graphviz) ------
 
@@ -358,7 +472,8 @@ class CompiledPlan:
             return Path(out).read_text(encoding="utf-8")
 
     def build(self, **kwargs: Any) -> Any:
-        """Lower to runtime iterators on Ray; returns an ``Algorithm``.
+        """Lower :attr:`executed` (the optimisation passes' plan) to runtime iterators on
+        Ray; returns an ``Algorithm``.
 
         Raises :class:`~plangraph.compiler.diagnostics.PlanValidationError` if the plan
         has errors.
@@ -374,6 +489,25 @@ class CompiledPlan:
 
 def _count(n: int, word: str) -> str:
     return f"{n} {word}{'s' if n != 1 else ''}"
+
+
+def _wrap(text: str, indent: str, width: int = 92) -> list[str]:
+    """``text`` wrapped at ``width``, continuation lines indented two more."""
+    import textwrap
+
+    return textwrap.wrap(
+        text, width, initial_indent=indent, subsequent_indent=indent + "  ", break_on_hyphens=False
+    )
+
+
+def _changed(declared: Any, executed: BaseModel | None) -> str:
+    """``key=value`` of the executed params that differ from the declared ones."""
+    if executed is None or not isinstance(declared, Mapping):
+        return ""
+    after = _json(executed)
+    return ", ".join(
+        f"{k}={_short(v)}" for k, v in after.items() if k not in declared or declared[k] != v
+    )
 
 
 def _resource_param_lines(r: CompiledResource, indent: str, width: int = 92) -> list[str]:

@@ -55,6 +55,8 @@ class Context:
     writers: dict[str, list[str]] = field(default_factory=dict)
     # the one dataflow topology (built by check "graph", ordered by check "cycles")
     topology: Topology = field(default_factory=Topology)
+    # optimisation passes turned off (--no-pass): checks may word their hints by them
+    disabled_passes: frozenset[str] = frozenset()
     # what the machine (or cluster) the plan will run on has (check "capacity")
     capacity: Capacity = field(default_factory=Capacity.local)
     # params as written plus --set paths (before ${...} resolution), and those overrides

@@ -137,7 +137,11 @@ CODES: dict[str, tuple[str, Severity, str]] = {
         'ApplyGradients(update_workers="source") fed gradients no rollout worker computed.',
     ),
     # the compiler itself
-    "PG199": ("internal-check-error", "error", "A check crashed (a bug in the check)."),
+    "PG199": (
+        "internal-check-error",
+        "error",
+        "A check or an optimisation pass crashed (a bug in it, not in the plan).",
+    ),
 }
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import typing
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator, Mapping
 
 from pydantic import BaseModel
 
@@ -220,6 +220,14 @@ def check_replay_ready(ctx: Context) -> None:
         )
 
 
+def keeps_items(ctx: Context, nid: str) -> bool:
+    """Whether node ``nid`` passes each item on with the same env steps: a pass-through
+    operator, or one declared pure (a pure op keeps a batch's rows)."""
+    node = ctx.plan.nodes[nid]
+    sig = ctx.sigs.get(nid)
+    return len(node.inputs) == 1 and (node.op in _PASS_THROUGH or (sig is not None and sig.pure))
+
+
 def _chain(ctx: Context, nid: str) -> Iterator[str]:
     """``nid`` and the nodes above it through single-input pass-through operators."""
     seen: set[str] = set()
@@ -227,14 +235,21 @@ def _chain(ctx: Context, nid: str) -> Iterator[str]:
     while cur is not None and cur not in seen and cur in ctx.plan.nodes:
         seen.add(cur)
         yield cur
-        node = ctx.plan.nodes[cur]
-        cur = node.inputs[0] if node.op in _PASS_THROUGH and len(node.inputs) == 1 else None
+        cur = ctx.plan.nodes[cur].inputs[0] if keeps_items(ctx, cur) else None
 
 
-def _rollout_item(ws: WorkerSetParams, mode: object) -> tuple[int, str]:
-    """Env steps per ParallelRollouts item, and how they are made up."""
+def rollout_source(ctx: Context, nid: str) -> str:
+    """The node at the top of ``nid``'s pass-through chain (``nid`` itself if none)."""
+    return list(_chain(ctx, nid))[-1]
+
+
+def _rollout_item(ws: WorkerSetParams, mode: object, sized: str = "") -> tuple[int, str] | None:
+    """Env steps per ParallelRollouts item, and how they are made up; None while the
+    fragment length is ``"auto"`` (pass rollout-sizing decides it)."""
     envs, frag = ws.num_envs_per_worker, ws.rollout_fragment_length
-    shape = f"{envs} env{'s' if envs > 1 else ''} x rollout_fragment_length {frag}"
+    if not isinstance(frag, int):
+        return None
+    shape = f"{envs} env{'s' if envs > 1 else ''} x rollout_fragment_length {frag}{sized}"
     if mode != "bulk_sync":
         return envs * frag, f"one worker's {shape}"
     workers = max(1, ws.num_workers)  # 0: the local worker samples
@@ -245,13 +260,14 @@ def _item_size(ctx: Context, nid: str) -> int | None:
     """Exact env steps of each item ``nid`` emits, when known at compile time."""
     for cur in _chain(ctx, nid):
         op = ctx.plan.nodes[cur].op
-        if op in _PASS_THROUGH:
+        if keeps_items(ctx, cur):
             continue
         if ctx.params.get(cur) is None or cur in ctx.topology.cyclic:
             return None
         if op == "ParallelRollouts":
             found = _worker_set(ctx, cur)
-            return _rollout_item(found[1], _param(ctx, cur, "mode"))[0] if found else None
+            item = _rollout_item(found[1], _param(ctx, cur, "mode")) if found else None
+            return item[0] if item else None
         if op == "LocalReplay":
             size = _param(ctx, cur, "batch_size")
             return size if isinstance(size, int) else None
@@ -275,58 +291,111 @@ def _closest_divisor(n: int, near: int) -> int:
     return min(divisors, key=lambda d: (abs(d - near), -d))
 
 
-def _check_concat(ctx: Context, nid: str) -> None:
+def _check_concat(
+    ctx: Context,
+    nid: str,
+    only: Collection[str] | None = None,
+    sized: Mapping[str, tuple[str, bool]] | None = None,
+) -> None:
     node = ctx.plan.nodes[nid]
     want = _param(ctx, nid, "min_batch_size")
     if len(node.inputs) != 1 or not isinstance(want, int):
         return
-    source = list(_chain(ctx, node.inputs[0]))[-1]
+    source = rollout_source(ctx, node.inputs[0])
     if ctx.plan.nodes[source].op != "ParallelRollouts" or ctx.params.get(source) is None:
         return
     found = _worker_set(ctx, source)
-    if found is None:
+    if found is None or (only is not None and found[0] not in only):
         return
     rid, ws = found
     mode = _param(ctx, source, "mode")
-    item, shape = _rollout_item(ws, mode)
+    how, by_pass = (sized or {}).get(rid, ("", False))
+    shaped = _rollout_item(ws, mode, f" ({how})" if how else "")
+    if shaped is None:
+        return  # "auto": pass rollout-sizing sizes it, then checks it again
+    item, shape = shaped
     if want % item == 0:
         return
     rounds = math.ceil(want / item)
     got = rounds * item
     extra = got - want
     unit = "rollout round" if mode == "bulk_sync" else "rollout fragment"
+    assert isinstance(ws.rollout_fragment_length, int)
     per_item = item // ws.rollout_fragment_length
+    message = (
+        f"min_batch_size={want} is not a multiple of the {item} env steps of one {unit} of "
+        f"{brief(source)} ({shape}), so each train batch is {rounds} x {item} = {got} env "
+        f"steps: {extra} env steps ({100 * extra / got:.1f}% of the batch) more than asked, "
+        "sampled and trained on every iteration"
+    )
+    pointer = f"/nodes/{nid}/params/min_batch_size"
+    # what "auto" sizes one fragment per worker for: num_workers x num_envs_per_worker
+    per_round = per_item * (1 if mode == "bulk_sync" else max(1, ws.num_workers))
+    if by_pass:
+        # Sized from "auto": only the batch size itself can make the rounds exact.
+        lower = (want // per_round) * per_round
+        sizes = " or ".join(str(x) for x in (lower, lower + per_round) if x > 0)
+        wanted = f"a multiple of {per_round} (num_workers x num_envs_per_worker), e.g. {sizes}"
+        fix = ctx.config_hint(node.params, ["min_batch_size"], wanted)
+        hint = (fix or f"set min_batch_size to {wanted}") + (
+            '; "auto" then sizes the rollout fragments to make it exactly'
+        )
+        ctx.report("PG174", message, node=nid, pointer=pointer, hint=hint)
+        return
     fixes = []
     if want % per_item == 0:
         frag = _closest_divisor(want // per_item, ws.rollout_fragment_length)
         times = want // (per_item * frag)
-        fixes.append(
+        fix = (
             f"set rollout_fragment_length to {frag} (/resources/{rid}/params/"
             f"rollout_fragment_length), so that {_count(times, unit)} of {per_item * frag} "
             f"env steps make{'s' if times == 1 else ''} exactly {want}"
         )
+        if want % per_round == 0 and "rollout-sizing" not in ctx.disabled_passes:
+            auto = want // per_round
+            fix += (
+                ', or to "auto" (the compiler sizes it so, also when the batch or the '
+                "workers change)"
+                if auto == frag
+                else f', or to "auto" ({auto}: one round of {want})'
+            )
+        fixes.append(fix)
     lower = (want // item) * item
     sizes = " or ".join(str(s) for s in (lower, got) if s > 0)
     fixes.append(
         ctx.config_hint(node.params, ["min_batch_size"], f"a multiple of {item}, e.g. {sizes}")
         or f"set min_batch_size to a multiple of {item}, e.g. {sizes}"
     )
+    if how and "rollout-sizing" in ctx.disabled_passes:
+        fixes.append('compile without --no-pass rollout-sizing, which sizes "auto" for the batch')
     ctx.report(
         "PG174",
-        f"min_batch_size={want} is not a multiple of the {item} env steps of one {unit} of "
-        f"{brief(source)} ({shape}), so each train batch is {rounds} x {item} = {got} env "
-        f"steps: {extra} env steps ({100 * extra / got:.1f}% of the batch) more than asked, "
-        "sampled and trained on every iteration",
+        message,
         node=nid,
-        pointer=f"/nodes/{nid}/params/min_batch_size",
+        pointer=pointer,
         hint="; or ".join(fixes),
     )
 
 
-def _check_minibatch(ctx: Context, nid: str) -> None:
+def _uses(ctx: Context, nid: str, only: Collection[str] | None) -> bool:
+    """Whether a rollout source of a worker set in ``only`` feeds node ``nid`` (any
+    node when ``only`` is None)."""
+    if only is None:
+        return True
+    source = rollout_source(ctx, nid)
+    found = _worker_set(ctx, source) if ctx.plan.nodes[source].op == "ParallelRollouts" else None
+    if found is None and ctx.plan.nodes[source].op == "ConcatBatches":
+        inner = ctx.plan.nodes[source].inputs
+        return bool(inner) and _uses(ctx, inner[0], only)
+    return found is not None and found[0] in only
+
+
+def _check_minibatch(ctx: Context, nid: str, only: Collection[str] | None = None) -> None:
     node = ctx.plan.nodes[nid]
     size = _param(ctx, nid, "sgd_minibatch_size")
     if len(node.inputs) != 1 or not isinstance(size, int) or size <= 0:
+        return
+    if not _uses(ctx, node.inputs[0], only):
         return
     batch = _item_size(ctx, node.inputs[0])
     if batch is None or size <= batch:
@@ -348,15 +417,22 @@ def _check_minibatch(ctx: Context, nid: str) -> None:
     )
 
 
-def check_batch_sizes(ctx: Context) -> None:
+def check_batch_sizes(
+    ctx: Context,
+    only: Collection[str] | None = None,
+    sized: Mapping[str, tuple[str, bool]] | None = None,
+) -> None:
     """Train batches come in whole rollout rounds; SGD minibatches fit in the train batch."""
+    # ``only``/``sized``: pass rollout-sizing checks again, once it has sized them, the
+    # worker sets whose fragment length was "auto" (skipped here before): worker set id ->
+    # (how its fragment length came about, whether the pass sized it for the batch).
     for nid, node in ctx.plan.nodes.items():
         if ctx.params.get(nid) is None or nid in ctx.topology.cyclic:
             continue
         if node.op == "ConcatBatches":
-            _check_concat(ctx, nid)
+            _check_concat(ctx, nid, only, sized)
         elif node.op == "TrainOneStep":
-            _check_minibatch(ctx, nid)
+            _check_minibatch(ctx, nid, only)
 
 
 #: operators that emit gradients without a source rollout worker, and why

@@ -22,7 +22,7 @@ The profile lives in the flow's :class:`~plangraph.flow.metrics.MetricsContext`
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -98,9 +98,7 @@ class FlowProfile:
         exclusive seconds since its previous item to ``timers[node_id]`` (so a timer's
         mean is seconds per item emitted).
         """
-        totals = self.nodes.get(node_id)
-        if totals is None:
-            totals = self.nodes[node_id] = NodeTotals()
+        totals = self._totals(node_id)
         stack = self._stack
         while True:
             frame = _Frame(node_id, None)
@@ -113,16 +111,54 @@ class FlowProfile:
             except BaseException:
                 self._close(stack.pop(), totals)
                 raise
-            exclusive = self._close(stack.pop(), totals)
-            totals.pulls += 1
-            pending = self._since_item.get(node_id, 0.0) + exclusive
-            if item is not_ready:
-                self._since_item[node_id] = pending
-            else:
-                totals.items += 1
-                self._since_item[node_id] = 0.0
-                timers[node_id].push(pending)
+            self._count(node_id, totals, self._close(stack.pop(), totals), item, timers, not_ready)
             yield item
+
+    def call(
+        self,
+        node_id: str,
+        fn: Callable[[Any], Any],
+        item: Any,
+        timers: Mapping[str, Timer],
+        not_ready: object,
+    ) -> Any:
+        """``fn(item)`` timed as one pull of stream ``node_id``, as :meth:`wrap` times a
+        pull: for a node whose work runs inside another stream's pull (the steps of a
+        fused stage, pass ``map-fusion``), so that it keeps its own totals, timer and
+        phases."""
+        totals = self._totals(node_id)
+        frame = _Frame(node_id, None)
+        self._stack.append(frame)
+        try:
+            out = fn(item)
+        finally:
+            exclusive = self._close(self._stack.pop(), totals)
+        self._count(node_id, totals, exclusive, out, timers, not_ready)
+        return out
+
+    def _totals(self, node_id: str) -> NodeTotals:
+        totals = self.nodes.get(node_id)
+        if totals is None:
+            totals = self.nodes[node_id] = NodeTotals()
+        return totals
+
+    def _count(
+        self,
+        node_id: str,
+        totals: NodeTotals,
+        exclusive: float,
+        item: Any,
+        timers: Mapping[str, Timer],
+        not_ready: object,
+    ) -> None:
+        totals.pulls += 1
+        pending = self._since_item.get(node_id, 0.0) + exclusive
+        if item is not_ready:
+            self._since_item[node_id] = pending
+        else:
+            totals.items += 1
+            self._since_item[node_id] = 0.0
+            timers[node_id].push(pending)
 
     def _close(self, frame: _Frame, totals: NodeTotals) -> float:
         elapsed = _clock() - frame.start

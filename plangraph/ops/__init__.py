@@ -10,7 +10,13 @@ built-ins in ``plangraph/ops/builtin/``, one module per category). Imports only 
 from __future__ import annotations
 
 from plangraph.ops.builder import OpFactory, PendingOp, PlanBuildError, Stream, op_factory
-from plangraph.ops.builtin.combine import Batch, ConcatBatches, Flatten, WaitUntilTimestepsElapsed
+from plangraph.ops.builtin.combine import (
+    Batch,
+    ConcatBatches,
+    Flatten,
+    StandardizeFields,
+    WaitUntilTimestepsElapsed,
+)
 from plangraph.ops.builtin.merge import Concurrently, Duplicate, Union
 from plangraph.ops.builtin.replay import LocalReplay, StoreToReplay
 from plangraph.ops.builtin.sink import StandardMetricsReporting
@@ -75,6 +81,7 @@ __all__ = [
     "ResourceKind",
     "ResourceParam",
     "StandardMetricsReporting",
+    "StandardizeFields",
     "StoreToReplay",
     "Stream",
     "TrainOneStep",

@@ -32,6 +32,8 @@ def register_op(
     replace: bool = False,
     builtin: bool = False,
     placement: str = "driver",
+    pure: bool = False,
+    rowwise: bool = False,
 ) -> Any:
     """Register a user operator; returns its Python builder (an :class:`OpFactory`).
 
@@ -50,7 +52,17 @@ def register_op(
     docstring the op doc. ``inputs``/``output`` are port types as text (``"SampleBatch"``,
     ``"list[T]"``); ``resources`` maps a param to ``(kind, "read"|"write")``;
     ``placement`` says where the op's work runs (``"driver"``, or ``"actors"`` for work done
-    on the rollout workers, shown by ``explain`` and the diagram). Raises
+    on the rollout workers, shown by ``explain`` and the diagram). ``pure=True`` (a
+    ``for_each`` op only) promises that the op is a function of its input item alone: no
+    counters, resources or state kept between items, deterministic, never ``NOT_READY``,
+    and a batch keeps its rows (same count and order; columns may change). The compiler may
+    then run it on the rollout workers when it reads a rollout source directly (pass
+    ``worker-side-maps``; its implementation is pickled and sent to the actors).
+    ``rowwise=True`` adds that each output row depends on the same input row only
+    (``f(concat(a, b)) == concat(f(a), f(b))``, e.g. clipping rewards, but not
+    standardising a column), which a bulk-sync source needs: it concatenates the workers'
+    fragments (bit for bit only where a row's arithmetic does not depend on the number of
+    rows: elementwise numpy does not; a BLAS matrix product may round otherwise). Raises
     ``RegistrationError`` (a ``ValueError``) if the name is taken (unless ``replace``) or
     the signature is inconsistent (e.g. a for_each op without exactly one input).
 
@@ -79,6 +91,8 @@ def register_op(
             infer_output=infer_output,
             builtin=builtin,
             placement=placement,
+            pure=pure,
+            rowwise=rowwise,
         )
         register_signature(dataclasses.replace(sig, origin=origin), replace=replace)
         return OpFactory(op_name)

@@ -109,6 +109,14 @@ class OpSignature:
     infer_output: OutputRule | None = field(default=None, compare=False)
     builtin: bool = False
     placement: Placement = "driver"
+    pure: bool = False
+    """A function of its input item alone (no counters, resources, or state kept between
+    items; deterministic; never ``NOT_READY``; keeps a batch's rows, count and order):
+    the compiler may move it onto the rollout workers (pass ``worker-side-maps``)."""
+    rowwise: bool = False
+    """``pure`` and each output row depends on the same input row only, so
+    ``f(concat(a, b)) == concat(f(a), f(b))``: it may run on each worker's fragment before
+    a bulk-sync gather concatenates them."""
     origin: str | None = field(default=None, compare=False)
     """Where a user op was registered (file:line): re-running that same code (a Python
     plan loaded twice) replaces the op instead of failing."""
@@ -190,6 +198,13 @@ def register_signature(sig: OpSignature, *, replace: bool = False) -> OpSignatur
         len(sig.inputs) != 1 or sig.variadic is not None
     ):
         raise RegistrationError(f"{sig.name}: a {sig.apply} op takes exactly one input")
+    if sig.pure and sig.apply != "for_each":
+        raise RegistrationError(
+            f"{sig.name}: pure=True declares a per-item map; it needs apply='for_each', "
+            f"not {sig.apply!r}"
+        )
+    if sig.rowwise and not sig.pure:
+        raise RegistrationError(f"{sig.name}: rowwise=True needs pure=True as well")
     fields = sig.params_model.model_fields
     for r in sig.resources:
         if r.param not in fields:
@@ -262,6 +277,8 @@ def make_signature(
     infer_output: OutputRule | None = None,
     builtin: bool = False,
     placement: str = "driver",
+    pure: bool = False,
+    rowwise: bool = False,
 ) -> OpSignature:
     """Build an :class:`OpSignature` from friendly arguments (types as text)."""
     model = params or NoParams
@@ -283,4 +300,6 @@ def make_signature(
         infer_output=infer_output,
         builtin=builtin,
         placement=placement,  # type: ignore[arg-type]
+        pure=pure,
+        rowwise=rowwise,
     )

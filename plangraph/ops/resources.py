@@ -6,7 +6,7 @@ replay buffers are shared state that operators read or write.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -23,8 +23,13 @@ class WorkerSetParams(BaseModel):
     env: str = Field("CartPole-v1", description="Gymnasium env id (overridden by --env).")
     num_workers: int = Field(2, ge=0, description="Remote rollout workers; 0 samples locally.")
     num_envs_per_worker: int = Field(8, ge=1, description="Sub-envs in each worker's vector env.")
-    rollout_fragment_length: int = Field(
-        64, ge=1, description="Env steps per sub-env in one sample() call."
+    rollout_fragment_length: Annotated[int, Field(ge=1)] | Literal["auto"] = Field(
+        64,
+        description=(
+            'Env steps per sub-env in one sample() call; "auto": sized by the compiler so '
+            "that one bulk-sync round (num_workers x num_envs_per_worker x this) is the "
+            "train batch (pass rollout-sizing; 64 where it cannot)."
+        ),
     )
     policy: PolicyConfig = Field(description="Algorithm and its hyperparameters.")
     max_worker_restarts: int = Field(

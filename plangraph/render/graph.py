@@ -365,7 +365,8 @@ def to_dot(compiled: CompiledPlan, rankdir: str = "TB", profile: RunProfile | No
         flagged = nid in marks.flagged_nodes
         attrs = _style_attrs(style, nmarks, flagged)
         subtitle = raw_node.op if sig is not None else f"{raw_node.op} (unknown op)"
-        if sig is not None and sig.placement == "actors":
+        if node is not None and node.placement == "actors":
+            # after the passes: also a pure map moved onto the workers (worker-side-maps)
             subtitle += " · on rollout workers"
         # The op's one-line summary as a hover text, without its reST backticks.
         doc = sig.doc.split("\n", 1)[0] if sig is not None and sig.doc else raw_node.op

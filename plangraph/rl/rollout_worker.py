@@ -40,6 +40,11 @@ Episode statistics (undiscounted return, length in env steps) of every episode t
 during ``sample()`` travel on the batch (``episode_returns``/``episode_lengths``). An
 episode that spans fragments is reported once, in the fragment where it ends.
 
+Worker-side maps: ``set_batch_transforms`` installs pure per-batch maps (plan nodes the
+compiler moved here, pass ``worker-side-maps``) that ``sample()`` applies to the fragment
+after postprocessing, in order, before returning it; each must keep the rows, and the
+fragment's episode statistics stay with it.
+
 Seeding: ``seeding.derive_seeds(seed, worker_index, num_envs)``; each sub-env is seeded on
 its first reset only, then continues its own RNG stream across autoresets.
 
@@ -58,7 +63,8 @@ dropped (never reported) and a new episode id starts; ``WorkerSet.get_state`` wa
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import time
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -78,6 +84,8 @@ from plangraph.rl.worker_gradients import WorkerGradients, sample_and_compute_gr
 
 EnvSpec = str | Callable[[], gym.Env]
 """A gymnasium env id (``"CartPole-v1"``) or a zero-argument creator of a ``gym.Env``."""
+BatchTransform = tuple[str, Callable[[SampleBatch], SampleBatch]]
+"""``(plan node id, pure per-batch map)``: a map ``sample()`` applies to each fragment."""
 
 _SB = SampleBatch
 # eps_id = worker_index * _EPS_STRIDE + per-worker episode counter (unique within a run).
@@ -207,6 +215,9 @@ class RolloutWorker:
         self.num_env_steps_sampled = 0
         #: version of the behaviour weights, from ``set_weights(..., global_vars)``
         self.policy_version = 0
+        self._transforms: tuple[BatchTransform, ...] = ()
+        #: seconds spent in each batch transform (by node id) since it was installed
+        self.transform_time_s: dict[str, float] = {}
 
     def _new_eps_id(self) -> int:
         eid = self.worker_index * _EPS_STRIDE + self._eps_counter
@@ -291,11 +302,50 @@ class RolloutWorker:
                 columns.update(self._n_step_transitions(columns))
         rows = n * horizon
         self.num_env_steps_sampled += rows
-        return SampleBatch(
+        batch = SampleBatch(
             {k: v.reshape(rows, *v.shape[2:]) for k, v in columns.items()},
             episode_returns=ep_returns,
             episode_lengths=ep_lengths,
         )
+        return self._apply_transforms(batch) if self._transforms else batch
+
+    # --- worker-side maps -------------------------------------------------------------
+    def set_batch_transforms(self, transforms: Sequence[BatchTransform]) -> None:
+        """Apply ``transforms`` (``(node id, fn)``, in order) to every fragment ``sample()``
+        returns from now on; ``()`` removes them. Each ``fn(batch) -> SampleBatch`` must be
+        pure and keep the rows (same count and order)."""
+        self._transforms = tuple((str(name), fn) for name, fn in transforms)
+        self.transform_time_s = {name: 0.0 for name, _ in self._transforms}
+
+    def _apply_transforms(self, batch: SampleBatch) -> SampleBatch:
+        """``batch`` through the installed transforms; episode statistics kept.
+
+        Raises:
+            RuntimeError: a transform raised, or returned something other than a
+                ``SampleBatch`` of the same number of rows (names the plan node).
+        """
+        for name, fn in self._transforms:
+            start = time.perf_counter()
+            try:
+                out = fn(batch)
+            except Exception as exc:
+                raise RuntimeError(
+                    f"node {name!r} (run on rollout worker {self.worker_index} by pass "
+                    f"worker-side-maps) failed: {type(exc).__name__}: {exc}"
+                ) from exc
+            self.transform_time_s[name] += time.perf_counter() - start
+            if not isinstance(out, SampleBatch) or out.count != batch.count:
+                got = f"{out.count} rows" if isinstance(out, SampleBatch) else type(out).__name__
+                raise RuntimeError(
+                    f"node {name!r} is declared pure (it may run on the rollout workers) but "
+                    f"returned {got} for a fragment of {batch.count} rows; a pure operator "
+                    "keeps the rows (register it without pure=True otherwise)"
+                )
+            # The source counts episodes from the fragment: a pure map cannot change them.
+            out.episode_returns = batch.episode_returns
+            out.episode_lengths = batch.episode_lengths
+            batch = out
+        return batch
 
     def sample_and_compute_gradients(self) -> WorkerGradients:
         """A3C's worker step: ``sample()`` one fragment, then this worker's policy's

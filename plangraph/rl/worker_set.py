@@ -79,6 +79,7 @@ class WorkerSet:
             ``worker_index = i + 1``).
         local_worker: the in-process ``RolloutWorker`` when ``num_workers == 0``, else None.
         num_worker_restarts: dead workers replaced by ``replace_dead_worker`` (count).
+        num_weight_broadcasts: ``sync_weights`` calls that sent weights to remote workers.
     """
 
     def __init__(
@@ -112,6 +113,8 @@ class WorkerSet:
         self._global_vars: dict[str, Any] = {}
         self.restart_policy = restart_policy if restart_policy is not None else RestartPolicy()
         self.num_worker_restarts = 0
+        self.num_weight_broadcasts = 0
+        self._batch_transforms: tuple[Any, ...] = ()
         # The first death of each worker in its current restart window (the original cause).
         self._first_death: dict[int, str] = {}
         self.remote_workers: list[Any] = []
@@ -169,7 +172,7 @@ class WorkerSet:
         import ray
 
         actor_cls = ray.remote(RolloutWorker)
-        return actor_cls.options(num_cpus=self.num_cpus_per_worker, max_restarts=0).remote(
+        worker = actor_cls.options(num_cpus=self.num_cpus_per_worker, max_restarts=0).remote(
             self.env,
             self.num_envs_per_worker,
             self.rollout_fragment_length,
@@ -178,6 +181,27 @@ class WorkerSet:
             worker_index,
             torch_threads=1,
         )
+        if self._batch_transforms:  # a replacement runs the same worker-side maps
+            worker.set_batch_transforms.remote(self._batch_transforms)
+        return worker
+
+    # --- worker-side maps -------------------------------------------------------------
+    def set_batch_transforms(self, transforms: Any) -> None:
+        """Have every rollout worker (and replacements of dead ones) apply ``transforms``
+        (``RolloutWorker.set_batch_transforms``: ``(node id, pure map)`` pairs) to each
+        fragment it samples; ``()`` removes them. Sent once per worker, no waiting (a
+        worker runs it before any later ``sample``)."""
+        self._batch_transforms = tuple(transforms)
+        if self.local_worker is not None:
+            self.local_worker.set_batch_transforms(self._batch_transforms)
+            return
+        if not self.remote_workers:
+            return
+        import ray
+
+        ref = ray.put(self._batch_transforms)
+        for worker in self.remote_workers:
+            worker.set_batch_transforms.remote(ref)
 
     # --- weights ----------------------------------------------------------------------
     def sync_weights(self, global_vars: Mapping[str, Any] | None = None) -> None:
@@ -194,6 +218,7 @@ class WorkerSet:
         gv = dict(self._global_vars) or None
         for worker in self.remote_workers:
             worker.set_weights.remote(ref, gv)
+        self.num_weight_broadcasts += 1
 
     def sync_weights_to(self, worker: Any, global_vars: Mapping[str, Any] | None = None) -> None:
         """Send the learner weights (one ``ray.put``) and global vars to ``worker`` alone,

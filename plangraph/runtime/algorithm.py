@@ -166,6 +166,8 @@ class Algorithm:
     ``evaluation_interval``-th result (``plangraph.runtime.evaluation``).
 
     Attributes:
+        compiled: the plan as compiled (declared params; what checkpoints record).
+        executed: ``compiled.executed``, the optimisation passes' plan that is lowered.
         run_state: the run's counters, learner stats, iteration, total time and episode
             window (``plangraph.runtime.run_state.RunState``).
         ctx: the built resources (``worker_sets``, ``buffers``) the lowered plan uses.
@@ -193,13 +195,16 @@ class Algorithm:
             raise PlanValidationError(compiled.diagnostics)
         from plangraph.runtime.lowering import check_implementations, lower_plan
 
-        check_implementations(compiled)  # before any actor starts
-        _check_evaluation(evaluation_interval, evaluation_episodes)
+        # The declared plan is what a run records (plan.json); the optimisation passes'
+        # executed plan is what runs.
         self.compiled = compiled
+        self.executed = compiled.executed
+        check_implementations(self.executed)  # before any actor starts
+        _check_evaluation(evaluation_interval, evaluation_episodes)
         self.seed = seed
-        self.run_state = RunState.for_plan(compiled)
+        self.run_state = RunState.for_plan(self.executed)
         self.ctx = BuildContext.create(
-            compiled,
+            self.executed,
             env=env,
             num_workers=num_workers,
             seed=seed,
@@ -211,7 +216,7 @@ class Algorithm:
         self.evaluation_episodes = int(evaluation_episodes)
         self._evaluator: Any = None
         try:
-            self._results = iter(lower_plan(compiled, self.ctx))
+            self._results = iter(lower_plan(self.executed, self.ctx))
             if self.evaluation_interval:
                 self._evaluator = self._make_evaluator(self.evaluation_episodes)
         except BaseException:
@@ -432,7 +437,7 @@ class Algorithm:
 
         # A fresh dataflow: whatever the running one held between items (a union's place in
         # its rotation, pending batches) is replaced by the checkpoint's operator states.
-        self._results = iter(lower_plan(self.compiled, self.ctx))
+        self._results = iter(lower_plan(self.executed, self.ctx))
         try:
             # The run state first: the weights sent to the workers carry its global vars.
             self.run_state.set_state(state)

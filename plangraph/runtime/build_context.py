@@ -41,6 +41,18 @@ def resource_id(ref: str) -> str:
     return ref[1:] if ref.startswith("@") else ref
 
 
+def _resized(res: Any, updates: dict[str, Any]) -> dict[str, Any]:
+    """``updates`` for worker set ``res``, plus its fragment length sized again when pass
+    rollout-sizing sized it (``res.sized_for``) and ``num_workers`` is overridden: the
+    round must still be the train batch."""
+    if res.sized_for is None or "num_workers" not in updates:
+        return updates
+    from plangraph.compiler.passes.rollout_sizing import fragment_for
+
+    frag = fragment_for(res.sized_for, updates["num_workers"], res.params.num_envs_per_worker)
+    return {**updates, "rollout_fragment_length": frag}
+
+
 def _with_overrides(rid: str, params: Any, updates: dict[str, Any]) -> Any:
     """``params`` with ``build()``'s overrides, validated like the plan's own values."""
     import pydantic
@@ -124,6 +136,15 @@ class BuildContext:
     """One lock per worker set, held by whoever touches its learner policy: a learner
     thread while it trains, driver operators while they read weights or sync a target."""
     operator_states: dict[str, OperatorState] = field(default_factory=dict)
+    stages: dict[str, str] = field(default_factory=dict)
+    """Node id -> the flow stage its work runs in, as lowered: its own id, a fused stage's
+    name (``"train+target"``, pass ``map-fusion``) or ``"<source>@workers"`` for a node
+    the rollout workers run (pass ``worker-side-maps``)."""
+    worker_maps: dict[str, tuple[tuple[str, Callable[[Any], Any]], ...]] = field(
+        default_factory=dict
+    )
+    """Rollout source node id -> ``(node id, item function)`` of the maps its rollout
+    workers apply to each fragment, in order (filled by the lowering)."""
     resource_params: dict[str, Any] = field(default_factory=dict)
     """The validated params of every resource as built (``build()``'s env id and
     ``num_workers`` applied to the worker sets), by resource id."""
@@ -175,7 +196,7 @@ class BuildContext:
             updates["num_workers"] = num_workers
         # Every override is checked before Ray starts or any actor is created.
         params = {
-            rid: _with_overrides(rid, res.params, updates)
+            rid: _with_overrides(rid, res.params, _resized(res, updates))
             if res.kind == "WorkerSet"
             else res.params
             for rid, res in compiled.resources.items()

@@ -5,6 +5,13 @@ A *lowering* turns one compiled plan node into its output stream:
 ``plangraph/runtime/ops/<category>.py`` with :func:`register_lowering`; user operators
 (``plangraph.ops.register_op``) register a per-item callable factory with
 :func:`register_impl` (or a full lowering). :func:`implementation` finds the one for a node.
+
+Per-item operators (``apply="for_each"``) also have an *item function*: the callable that
+maps one item, which the lowering wraps in a ``for_each`` stage. Built-ins declare it with
+:func:`register_map` (which registers the standard lowering too); a user operator's is its
+``register_impl`` factory's result. :func:`item_function` finds it, so that a fused stage
+(pass ``map-fusion``) can call several in one stage and the rollout workers can run a pure
+one (pass ``worker-side-maps``).
 """
 
 from __future__ import annotations
@@ -18,12 +25,17 @@ from plangraph.runtime.build_context import BuildContext
 
 __all__ = [
     "LOWERINGS",
+    "MAPS",
     "OP_IMPLS",
     "ImplFactory",
     "Lowering",
+    "MapFactory",
+    "has_item_function",
     "implementation",
+    "item_function",
     "register_impl",
     "register_lowering",
+    "register_map",
     "timed",
 ]
 
@@ -31,6 +43,8 @@ Lowering = Callable[[Any, list[LocalIterator[Any]], BuildContext], LocalIterator
 LOWERINGS: dict[str, Lowering] = {}
 ImplFactory = Callable[[Any], Callable[[Any], Any]]
 OP_IMPLS: dict[str, ImplFactory] = {}
+MapFactory = Callable[[Any, BuildContext], Callable[[Any], Any]]
+MAPS: dict[str, MapFactory] = {}
 
 
 def register_impl(op: str) -> Callable[[ImplFactory], ImplFactory]:
@@ -96,6 +110,55 @@ def register_lowering(op: str) -> Callable[[Lowering], Lowering]:
         return fn
 
     return deco
+
+
+def register_map(op: str) -> Callable[[MapFactory], MapFactory]:
+    """Register a per-item (``for_each``) built-in operator by its item function factory.
+
+    The factory gets ``(node, ctx)`` (the compiled node, the build context) and returns
+    ``fn(item) -> item`` (or ``NOT_READY`` to be called again with the same item). The
+    operator's lowering is then ``inputs[0].for_each(fn, name=node.id)`` (``lower_plan``
+    times it), registered here under the factory's module and name. A pure operator's
+    ``fn`` may be pickled and run on the rollout workers: it must not hold ``ctx`` or the
+    driver's resources.
+    """
+
+    def deco(factory: MapFactory) -> MapFactory:
+        def lower(
+            node: Any, inputs: list[LocalIterator[Any]], ctx: BuildContext
+        ) -> LocalIterator[Any]:
+            return inputs[0].for_each(factory(node, ctx), name=node.id)
+
+        lower.__module__ = factory.__module__
+        lower.__qualname__ = lower.__name__ = factory.__name__
+        lower.__doc__ = factory.__doc__
+        MAPS[op] = factory
+        LOWERINGS[op] = lower
+        return factory
+
+    return deco
+
+
+def has_item_function(node: Any) -> bool:
+    """Whether :func:`item_function` gives ``node`` one (without building it)."""
+    if node.op in MAPS:
+        return True
+    if node.op in LOWERINGS or node.signature is None or node.signature.apply != "for_each":
+        return False
+    return node.op in OP_IMPLS
+
+
+def item_function(node: Any, ctx: BuildContext) -> Callable[[Any], Any] | None:
+    """The item function of per-item node ``node``: a built-in's :func:`register_map`
+    factory, or a user ``for_each`` operator's :func:`register_impl` factory; None for an
+    operator with a whole-stream lowering (or none at all)."""
+    factory = MAPS.get(node.op)
+    if factory is not None:
+        return factory(node, ctx)
+    if node.op in LOWERINGS or node.signature is None or node.signature.apply != "for_each":
+        return None
+    user = OP_IMPLS.get(node.op)
+    return user(node.params) if user is not None else None
 
 
 def timed(name: str, fn: Callable[[Any], Any]) -> Callable[[Any], Any]:

@@ -5,7 +5,7 @@ Implementations: ``plangraph/runtime/ops/combine.py``.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field
 
@@ -19,6 +19,8 @@ __all__ = [
     "ConcatBatchesParams",
     "Flatten",
     "FlattenParams",
+    "StandardizeFields",
+    "StandardizeFieldsParams",
     "WaitUntilTimestepsElapsed",
     "WaitUntilTimestepsElapsedParams",
 ]
@@ -94,5 +96,35 @@ WaitUntilTimestepsElapsed = register_op(
     inputs=["T"],
     output="T",
     params=WaitUntilTimestepsElapsedParams,
+    builtin=True,
+)
+
+
+class StandardizeFieldsParams(OpParams):
+    """Standardise columns of each batch: ``x' = (x - mean) / max(std, 1e-4)`` over its rows.
+
+    RLlib's ``StandardizeFields`` (``rllib/execution``), typically after ``ConcatBatches``
+    so that the advantages are standardised per train batch. Declared pure: it may run on
+    the rollout workers when it reads a rollout source directly (pass
+    ``worker-side-maps``), but only where each item is one worker's fragment (async
+    rollouts): it is not row-wise, so a bulk-sync round of several workers keeps it on the
+    driver. Float columns keep their dtype; a constant column becomes 0.
+    """
+
+    fields: tuple[Annotated[str, Field(min_length=1)], ...] = Field(
+        ("advantages",),
+        min_length=1,
+        description="Columns to standardise (each numeric, [B] or [B, ...]).",
+    )
+
+
+StandardizeFields = register_op(
+    "StandardizeFields",
+    category="combine",
+    apply="for_each",
+    inputs=["SampleBatch"],
+    output="SampleBatch",
+    params=StandardizeFieldsParams,
+    pure=True,
     builtin=True,
 )

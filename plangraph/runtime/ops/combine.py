@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Any
 
 from plangraph.flow.local import LocalIterator
 from plangraph.flow.metrics import get_metrics
 from plangraph.runtime.build_context import BuildContext
 from plangraph.runtime.counters import SAMPLED
-from plangraph.runtime.implementations import register_lowering
+from plangraph.runtime.implementations import register_lowering, register_map
 
 
 @register_lowering("ConcatBatches")
@@ -58,3 +60,12 @@ def _flatten(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIterator[A
 def _wait_until(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIterator[Any]:
     target = node.params.target
     return inputs[0].filter(lambda _item: get_metrics().counters[SAMPLED] >= target, name=node.id)
+
+
+@register_map("StandardizeFields")
+def _standardize_fields(node: Any, ctx: BuildContext) -> Callable[[Any], Any]:
+    from plangraph.rl.standardize import standardize_fields
+
+    # A module-level function and plain data: picklable, so the rollout workers can run
+    # it when the compiler moves the node there (pass worker-side-maps).
+    return functools.partial(standardize_fields, fields=tuple(node.params.fields))

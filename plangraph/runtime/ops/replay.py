@@ -2,25 +2,25 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from plangraph.flow.local import LocalIterator
 from plangraph.flow.sentinel import NOT_READY
 from plangraph.flow.watchdog import note_waiting
 from plangraph.runtime.build_context import BuildContext, resource_id
-from plangraph.runtime.implementations import register_lowering
+from plangraph.runtime.implementations import register_lowering, register_map
 
 
-@register_lowering("StoreToReplay")
-def _store_to_replay(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIterator[Any]:
+@register_map("StoreToReplay")
+def _store_to_replay(node: Any, ctx: BuildContext) -> Callable[[Any], Any]:
     buffer = ctx.buffer(node.params.buffer)
 
     def store(batch: Any) -> Any:
         buffer.add(batch)
         return batch
 
-    return inputs[0].for_each(store, name=node.id)
+    return store
 
 
 @register_lowering("LocalReplay")

@@ -19,6 +19,9 @@ def _parallel_rollouts(node: Any, inputs: list[Any], ctx: BuildContext) -> Local
 
     p = node.params
     ws = ctx.worker_set(p.workers)
+    # The pure maps the compiler moved onto this source's workers (pass worker-side-maps);
+    # set on every lowering, so a re-lowered dataflow never keeps an old chain.
+    ws.set_batch_transforms(ctx.worker_maps.get(node.id, ()))
     if not ws.remote_workers:
         stream: LocalIterator[Any] = LocalIterator.from_iterable(
             lambda: iter(ws.local_worker.sample, None), name=node.id

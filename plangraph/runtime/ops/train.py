@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -20,7 +20,7 @@ from plangraph.runtime.counters import (
     TRAINED,
     WEIGHT_SYNCS,
 )
-from plangraph.runtime.implementations import register_lowering
+from plangraph.runtime.implementations import register_lowering, register_map
 from plangraph.runtime.items import GradInfo, TrainInfo, scalar_stats
 
 
@@ -29,8 +29,8 @@ def _broadcast(ctx: BuildContext, ws: Any) -> None:
         ws.sync_weights(ctx.run_state.global_vars())
 
 
-@register_lowering("TrainOneStep")
-def _train_one_step(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIterator[Any]:
+@register_map("TrainOneStep")
+def _train_one_step(node: Any, ctx: BuildContext) -> Callable[[Any], Any]:
     p = node.params
     ws = ctx.worker_set(p.workers)
     # Prioritized replay upstream: TD errors of each update become the new priorities.
@@ -65,11 +65,11 @@ def _train_one_step(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIte
                 _broadcast(ctx, ws)
         return TrainInfo(scalars, count)
 
-    return inputs[0].for_each(train, name=node.id)
+    return train
 
 
-@register_lowering("ComputeGradients")
-def _compute_gradients(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIterator[Any]:
+@register_map("ComputeGradients")
+def _compute_gradients(node: Any, ctx: BuildContext) -> Callable[[Any], Any]:
     ws = ctx.worker_set(node.params.workers)
 
     def compute(batch: Any) -> GradInfo:
@@ -82,7 +82,7 @@ def _compute_gradients(node: Any, inputs: list[Any], ctx: BuildContext) -> Local
         get_metrics().info["learner"] = scalars
         return GradInfo(list(grads), batch.env_steps(), scalars, terms)
 
-    return inputs[0].for_each(compute, name=node.id)
+    return compute
 
 
 def average_gradients(infos: list[GradInfo]) -> GradInfo:
@@ -144,17 +144,17 @@ def average_gradients(infos: list[GradInfo]) -> GradInfo:
     return GradInfo(grads, total, stats, pooled)
 
 
-@register_lowering("AverageGradients")
-def _average_gradients(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIterator[Any]:
+@register_map("AverageGradients")
+def _average_gradients(node: Any, ctx: BuildContext) -> Callable[[Any], Any]:
     def average(infos: list[GradInfo]) -> GradInfo:
         with phase("learning"):
             return average_gradients(infos)
 
-    return inputs[0].for_each(average, name=node.id)
+    return average
 
 
-@register_lowering("ApplyGradients")
-def _apply_gradients(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIterator[Any]:
+@register_map("ApplyGradients")
+def _apply_gradients(node: Any, ctx: BuildContext) -> Callable[[Any], Any]:
     p = node.params
     ws = ctx.worker_set(p.workers)
     to_source = p.update_workers == "source"
@@ -197,11 +197,11 @@ def _apply_gradients(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIt
         counters[WEIGHT_SYNCS] += 1
         return {"policy_lag": float(lag)}
 
-    return inputs[0].for_each(apply, name=node.id)
+    return apply
 
 
-@register_lowering("UpdateTarget")
-def _update_target(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIterator[Any]:
+@register_map("UpdateTarget")
+def _update_target(node: Any, ctx: BuildContext) -> Callable[[Any], Any]:
     p = node.params
     ws = ctx.worker_set(p.workers)
     lock = ctx.policy_lock(p.workers)
@@ -222,7 +222,7 @@ def _update_target(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIter
             metrics.counters[last_key] = now
         return item
 
-    return inputs[0].for_each(update, name=node.id)
+    return update
 
 
 # -- asynchronous learning (IMPALA/APPO) ----------------------------------------------------
@@ -230,8 +230,8 @@ def _update_target(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIter
 _DEQUEUE_WAIT_S = 0.05
 
 
-@register_lowering("Enqueue")
-def _enqueue(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIterator[Any]:
+@register_map("Enqueue")
+def _enqueue(node: Any, ctx: BuildContext) -> Callable[[Any], Any]:
     import queue
 
     learner = ctx.learner(node.params.queue)
@@ -248,7 +248,7 @@ def _enqueue(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIterator[A
         get_metrics().counters[ENQUEUED] += batch.env_steps()
         return batch
 
-    return inputs[0].for_each(enqueue, name=node.id)
+    return enqueue
 
 
 @register_lowering("Dequeue")
@@ -281,8 +281,8 @@ def _dequeue(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIterator[A
     return LocalIterator(base, name=node.id)
 
 
-@register_lowering("UpdateWorkerWeights")
-def _update_worker_weights(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIterator[Any]:
+@register_map("UpdateWorkerWeights")
+def _update_worker_weights(node: Any, ctx: BuildContext) -> Callable[[Any], Any]:
     p = node.params
     ws = ctx.worker_set(p.workers)
     ws_id = resource_id(p.workers)
@@ -317,4 +317,4 @@ def _update_worker_weights(node: Any, inputs: list[Any], ctx: BuildContext) -> L
         get_metrics().counters[WEIGHT_SYNCS] += 1
         return batch
 
-    return inputs[0].for_each(sync, name=node.id)
+    return sync
