@@ -15,6 +15,8 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from plangraph.startup_trace import mark
+
 # Order is the order shown in ``plangraph --help``.
 COMMANDS: tuple[str, ...] = ("validate", "render", "run", "explain", "schema", "ops")
 
@@ -49,6 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)  # argparse exits with 2 on usage errors
+    mark("cli_imported")
     try:
         return int(args._run(args))
     except KeyboardInterrupt:

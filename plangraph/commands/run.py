@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from plangraph.startup_trace import mark
+
 # run.json's model lives in plangraph.commands.run_args, imported only when a run starts:
 # every `plangraph` command imports this module to build its parser.
 __all__ = ["add_parser", "run"]
@@ -160,6 +162,7 @@ def _prepare(args: argparse.Namespace) -> _Launch | int:
     if not compiled.ok:
         print(f"{plan_path}: not run: fix the errors above first", file=sys.stderr)
         return 1
+    mark("compiled")
 
     checkpoint = None
     if resume_dir is not None:
@@ -329,6 +332,7 @@ def _shutdown_ray() -> None:
 
         with ignoring_sigint():
             ray.shutdown()
+        mark("ray_shutdown")
 
 
 def _plan_env(compiled: Any) -> str | None:

@@ -74,6 +74,7 @@ from plangraph.rl.policy import TorchPolicy, as_policy_config
 from plangraph.rl.postprocessing import compute_gae, compute_n_step_returns
 from plangraph.rl.sample_batch import SampleBatch
 from plangraph.rl.seeding import derive_seeds
+from plangraph.startup_trace import mark
 
 EnvSpec = str | Callable[[], gym.Env]
 """A gymnasium env id (``"CartPole-v1"``) or a zero-argument creator of a ``gym.Env``."""
@@ -206,6 +207,7 @@ class RolloutWorker:
         self.num_env_steps_sampled = 0
         #: version of the behaviour weights, from ``set_weights(..., global_vars)``
         self.policy_version = 0
+        mark("worker_ready")
 
     def _new_eps_id(self) -> int:
         eid = self.worker_index * _EPS_STRIDE + self._eps_counter

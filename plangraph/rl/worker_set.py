@@ -46,6 +46,7 @@ from plangraph.rl.restarts import RestartPolicy, WorkerRestartError, describe_ac
 from plangraph.rl.rollout_worker import EnvSpec, RolloutWorker
 from plangraph.rl.sample_batch import SampleBatch
 from plangraph.rl.seeding import derive_seeds
+from plangraph.startup_trace import mark
 
 if TYPE_CHECKING:
     from plangraph.ops.resources import WorkerSetParams
@@ -126,9 +127,11 @@ class WorkerSet:
         import ray
 
         self.remote_workers = [self._make_remote(i + 1) for i in range(self.num_workers)]
+        mark("actors_started")
         obs_space, act_space = ray.get(self.remote_workers[0].get_spaces.remote())
         policy_seed, _ = derive_seeds(self.seed, 0, 0)
         self.local_policy = make_policy(obs_space, act_space, self.policy_config, policy_seed)
+        mark("learner_built")
         self.sync_weights()
 
     @classmethod

@@ -29,6 +29,7 @@ from plangraph.runtime.counters import SAMPLED
 from plangraph.runtime.run_state import RunState
 from plangraph.runtime.stopping import StopCriteria
 from plangraph.runtime.training_loop import TrainingLoop
+from plangraph.startup_trace import mark
 
 if TYPE_CHECKING:
     from plangraph.compiler import CompiledPlan
@@ -200,7 +201,9 @@ class Algorithm:
         it) and return its ``Result`` (keys: ``plangraph.runtime.result.Result``)."""
         if self._stopped:
             raise BuildError("this Algorithm was stopped; build a new one")
-        return next(self._results)
+        result = next(self._results)
+        mark("first_result")
+        return result
 
     def run(self, stop: Mapping[str, float], *, max_iterations: int | None = None) -> Result:
         """Train until any ``result[key] >= threshold`` in ``stop`` (or ``max_iterations``);
@@ -251,6 +254,7 @@ class Algorithm:
         (tmp / META_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
         shutil.rmtree(path, ignore_errors=True)
         tmp.rename(path)
+        mark("checkpoint_saved")
         return path
 
     def restore(self, path: str | os.PathLike[str] | Checkpoint) -> None:
@@ -313,6 +317,7 @@ class Algorithm:
         if not self._stopped:
             self._stopped = True
             self.ctx.stop()
+            mark("actors_stopped")
 
     def __enter__(self) -> Algorithm:
         return self

@@ -32,6 +32,7 @@ import numpy as np
 
 from plangraph.errors import BuildError
 from plangraph.runtime.run_state import RunState
+from plangraph.startup_trace import mark
 
 if TYPE_CHECKING:
     from plangraph.compiler import CompiledPlan
@@ -145,6 +146,7 @@ class BuildContext:
         from plangraph.runtime.memory_check import check_replay_memory
         from plangraph.runtime.ray_session import cluster_cpus, ensure_ray, local_cpus
 
+        mark("libraries_imported")
         try:
             seed_ok = not isinstance(seed, bool) and 0 <= operator.index(seed) < 2**63
         except TypeError:
@@ -173,6 +175,7 @@ class BuildContext:
         elif not address:
             _check_worker_counts(params, local_cpus(), "this machine")
         ensure_ray(address)
+        mark("ray_ready")
         if address:
             _check_worker_counts(params, cluster_cpus(), f"the cluster at {address}")
         worker_sets: dict[str, Any] = {}

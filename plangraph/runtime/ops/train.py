@@ -22,6 +22,7 @@ from plangraph.runtime.counters import (
 )
 from plangraph.runtime.implementations import register_lowering, timed
 from plangraph.runtime.items import GradInfo, TrainInfo, scalar_stats
+from plangraph.startup_trace import mark
 
 
 def _broadcast(ctx: BuildContext, ws: Any) -> None:
@@ -61,6 +62,7 @@ def _train_one_step(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIte
             metrics.counters[updates_key] += 1
             if metrics.counters[updates_key] % p.update_workers_every == 0:
                 _broadcast(ctx, ws)
+        mark("first_train")
         return TrainInfo(scalars, count)
 
     return inputs[0].for_each(timed(node.id, train), name=node.id)
