@@ -8,7 +8,7 @@ the process. Modes:
 
 * ``cli``: ``python -m plangraph run PLAN --max-iterations 1 --out TMP --no-progress``;
 * ``api``: ``import plangraph; plangraph.compile(PLAN).build(seed=0)``, one ``train()``,
-  ``save()``, ``stop()``, ``ray.shutdown()``;
+  ``save()``, ``stop()``, ``shutdown_ray()``;
 * ``validate``: ``python -m plangraph validate PLAN`` (wall time only);
 * ``python``: ``python -c pass``, the interpreter's own start, for reference.
 
@@ -67,8 +67,8 @@ algo = compiled.build(seed=0)
 algo.train()
 algo.save(sys.argv[2])
 algo.stop()
-import ray
-ray.shutdown()
+from plangraph.runtime.ray_session import shutdown_ray
+shutdown_ray()
 mark("ray_shutdown")
 """
 

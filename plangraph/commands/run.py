@@ -328,10 +328,11 @@ def _shutdown_ray() -> None:
     """Shut Ray down now, Ctrl-C ignored, so nothing is left for Ray's atexit hook."""
     ray = sys.modules.get("ray")
     if ray is not None and ray.is_initialized():
+        from plangraph.runtime.ray_session import shutdown_ray
         from plangraph.runtime.run_loop import ignoring_sigint
 
         with ignoring_sigint():
-            ray.shutdown()
+            shutdown_ray()
         mark("ray_shutdown")
 
 
