@@ -29,35 +29,14 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
-from pydantic import TypeAdapter
 
-from plangraph.ops.policies import (
-    A2CConfig,
-    APPOConfig,
-    DQNConfig,
-    IMPALAConfig,
-    PolicyConfig,
-    PolicyConfigModel,
-    PPOConfig,
-)
+from plangraph.ops.policies import PolicyConfigModel
 from plangraph.rl.advantage_norm import AdvantageNormTerms
+from plangraph.rl.policy_config import as_policy_config as as_policy_config  # re-exported
 from plangraph.rl.sample_batch import SampleBatch
 
 Stats = dict[str, Any]
 """Learner stats: ``str -> float`` (plus ``td_error: float32 [B]`` for DQN)."""
-
-_CONFIG_ADAPTER: TypeAdapter[Any] = TypeAdapter(PolicyConfig)
-
-
-def as_policy_config(config: Any) -> PolicyConfigModel:
-    """Validate a policy config given as a model instance or a dict (``{"algo": ...}``).
-
-    Raises:
-        pydantic.ValidationError: the dict is not a valid ``PolicyConfig``.
-    """
-    if isinstance(config, A2CConfig | PPOConfig | DQNConfig | IMPALAConfig | APPOConfig):
-        return config
-    return _CONFIG_ADAPTER.validate_python(config)
 
 
 def piecewise_linear(points: tuple[tuple[int, float], ...], x: float) -> float:

@@ -7,6 +7,10 @@
 * ``num_workers == 0``: a local ``RolloutWorker`` (``worker_index`` 0) samples in-process
   and *shares* the learner policy object, so no weight sync is needed.
 
+Remote workers sample with numpy copies of the policy (``plangraph.rl.numpy_policy``)
+where those support the config and spaces, so their processes never import torch (about
+2 s of CPU each at start-up); they act only after the broadcast below.
+
 ``sync_weights(global_vars)`` puts the learner weights into the object store once
 (``ray.put``) and sends ``set_weights(ref, global_vars)`` to every worker without waiting;
 Ray runs an actor's calls in submission order, so the worker's next ``sample()`` uses the
@@ -167,6 +171,7 @@ class WorkerSet:
             self.seed,
             worker_index,
             torch_threads=1,
+            numpy_inference=True,
         )
 
     # --- weights ----------------------------------------------------------------------
