@@ -8,11 +8,11 @@ line per phase to ``FILE`` the first time it reaches it::
 
 ``t`` is Unix time (s), so marks of different processes and of the process that started
 them share one clock. Phases, in the order a ``plangraph run`` reaches them:
-``cli_imported``, ``compiled``, ``libraries_imported`` (ray, torch, gymnasium),
-``ray_ready``, ``actors_started``, ``learner_built``, ``worker_ready`` (in a worker: its
-``RolloutWorker`` exists), ``first_sample`` (the first fragment reached the driver),
-``first_train`` (the first learner update returned), ``first_result``,
-``checkpoint_saved``, ``actors_stopped`` and ``ray_shutdown``.
+``cli_imported``, ``compiled``, ``warmup_done`` (in a thread while Ray starts: torch
+imported, env spaces read), ``ray_ready``, ``actors_started``, ``learner_built``,
+``worker_ready`` (in a worker: its ``RolloutWorker`` exists), ``first_sample`` (the first
+fragment reached the driver), ``first_train`` (the first learner update returned),
+``first_result``, ``checkpoint_saved``, ``actors_stopped`` and ``ray_shutdown``.
 
 Unset (the default), ``mark`` costs one dictionary look-up and writes nothing.
 """

@@ -42,7 +42,6 @@ DRIVER_PHASES = (
     ("cli_imported", "CLI imported, arguments parsed"),
     ("imported", "plangraph imported"),
     ("compiled", "plan compiled"),
-    ("libraries_imported", "ray, torch, gymnasium imported"),
     ("ray_ready", "ray.init"),
     ("actors_started", "rollout worker actors created"),
     ("learner_built", "learner policy built"),
@@ -153,6 +152,7 @@ def table(results: dict[tuple[str, str], list[dict[str, float]]]) -> str:
                 row += f" {_fmt(_median(durations))} | {_fmt(_median(ends))} |"
             lines.append(row)
         for key, label in (
+            ("warmup_done", "driver warm-up thread done (torch, env spaces)"),
             ("worker_ready_first", "first rollout worker ready"),
             ("worker_ready_last", "last rollout worker ready"),
         ):

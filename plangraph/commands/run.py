@@ -251,6 +251,9 @@ def _train(launch: _Launch, args: argparse.Namespace) -> int:
 
     console = Console(stderr=True)
     run_dir = launch.run_dir
+    if not args.no_tensorboard:
+        # The run log's TensorBoard writer, loaded while the build waits for Ray.
+        _import_in_background("torch.utils.tensorboard")
     try:
         algo = launch.compiled.build(
             env=launch.env, num_workers=launch.num_workers, seed=launch.seed, address=args.address
@@ -322,6 +325,20 @@ def _write_run_files(launch: _Launch) -> None:
     snapshot = launch.compiled.plan.to_json()
     (run_dir / PLAN_SNAPSHOT_FILE).write_text(snapshot, encoding="utf-8")
     _write_plan_files(launch.compiled, run_dir)
+
+
+def _import_in_background(module: str) -> None:
+    """Import ``module`` in a daemon thread (an error shows again where it is imported)."""
+    import importlib
+    import threading
+
+    def load() -> None:
+        try:
+            importlib.import_module(module)
+        except Exception:  # the import in the run log raises it where it matters
+            pass
+
+    threading.Thread(target=load, name=f"import-{module}", daemon=True).start()
 
 
 def _shutdown_ray() -> None:

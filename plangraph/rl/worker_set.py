@@ -44,8 +44,7 @@ import warnings
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from plangraph.rl.policies import make_policy
-from plangraph.rl.policy import TorchPolicy, as_policy_config
+from plangraph.rl.policy_config import as_policy_config
 from plangraph.rl.restarts import RestartPolicy, WorkerRestartError, describe_actor_death
 from plangraph.rl.rollout_worker import EnvSpec, RolloutWorker
 from plangraph.rl.sample_batch import SampleBatch
@@ -54,6 +53,15 @@ from plangraph.startup_trace import mark
 
 if TYPE_CHECKING:
     from plangraph.ops.resources import WorkerSetParams
+    from plangraph.rl.policy import TorchPolicy
+
+
+def _set_torch_threads(threads: int | None) -> None:
+    """``torch.set_num_threads(threads)`` in this (the learner's) process; None: leave it."""
+    if threads is not None:
+        import torch
+
+        torch.set_num_threads(threads)
 
 
 class ResumeWarning(UserWarning):
@@ -75,6 +83,9 @@ class WorkerSet:
             None leaves torch's setting alone.
         restart_policy: how often a dead remote worker is replaced (default
             ``RestartPolicy()``: 3 per worker per 300 s, backoff from 1 s).
+        spaces: ``(observation space, action space)`` of one sub-env, when the caller has
+            read them (``plangraph.runtime.warm_start``): the learner is then built without
+            waiting for a remote worker to start; None asks the first remote worker.
 
     Attributes:
         local_policy: the learner ``TorchPolicy``.
@@ -96,13 +107,10 @@ class WorkerSet:
         num_cpus_per_worker: float = 0.0,
         learner_torch_threads: int | None = 1,
         restart_policy: RestartPolicy | None = None,
+        spaces: tuple[Any, Any] | None = None,
     ) -> None:
         if num_workers < 0:
             raise ValueError(f"num_workers must be >= 0, got {num_workers}")
-        if learner_torch_threads is not None:
-            import torch
-
-            torch.set_num_threads(learner_torch_threads)
         self.env = env
         self.num_workers = int(num_workers)
         self.num_envs_per_worker = int(num_envs_per_worker)
@@ -118,6 +126,7 @@ class WorkerSet:
         self.remote_workers: list[Any] = []
         self.local_worker: RolloutWorker | None = None
         if self.num_workers == 0:
+            _set_torch_threads(learner_torch_threads)
             self.local_worker = RolloutWorker(
                 env,
                 self.num_envs_per_worker,
@@ -132,7 +141,13 @@ class WorkerSet:
 
         self.remote_workers = [self._make_remote(i + 1) for i in range(self.num_workers)]
         mark("actors_started")
-        obs_space, act_space = ray.get(self.remote_workers[0].get_spaces.remote())
+        if spaces is None:
+            spaces = ray.get(self.remote_workers[0].get_spaces.remote())
+        obs_space, act_space = spaces
+        # Torch only now, after the actors were created: they start while it loads.
+        from plangraph.rl.policies import make_policy
+
+        _set_torch_threads(learner_torch_threads)
         policy_seed, _ = derive_seeds(self.seed, 0, 0)
         self.local_policy = make_policy(obs_space, act_space, self.policy_config, policy_seed)
         mark("learner_built")

@@ -142,11 +142,11 @@ class BuildContext:
         """
         import ray
 
-        from plangraph.rl import WorkerSet, make_replay_buffer
+        from plangraph.rl import make_replay_buffer
         from plangraph.runtime.memory_check import check_replay_memory
         from plangraph.runtime.ray_session import cluster_cpus, ensure_ray, local_cpus
+        from plangraph.runtime.warm_start import Warmup
 
-        mark("libraries_imported")
         try:
             seed_ok = not isinstance(seed, bool) and 0 <= operator.index(seed) < 2**63
         except TypeError:
@@ -174,10 +174,18 @@ class BuildContext:
             _check_worker_counts(params, cluster_cpus(), "the Ray cluster")
         elif not address:
             _check_worker_counts(params, local_cpus(), "this machine")
+        # torch and the env spaces, while Ray starts (plangraph.runtime.warm_start).
+        warmup = Warmup(
+            {rid: params[rid] for rid, r in compiled.resources.items() if r.kind == "WorkerSet"},
+            read_spaces=not address,
+        ).start()
         ensure_ray(address)
         mark("ray_ready")
         if address:
             _check_worker_counts(params, cluster_cpus(), f"the cluster at {address}")
+        spaces = warmup.join()
+        from plangraph.rl import WorkerSet
+
         worker_sets: dict[str, Any] = {}
         buffers: dict[str, Any] = {}
         # Each resource gets its own seed stream derived from the run seed.
@@ -186,7 +194,7 @@ class BuildContext:
             res_seed = int(ss.generate_state(1)[0])
             p = params[rid]
             if res.kind == "WorkerSet":
-                worker_sets[rid] = WorkerSet.from_params(p, seed=res_seed)
+                worker_sets[rid] = WorkerSet.from_params(p, seed=res_seed, spaces=spaces.get(rid))
             elif res.kind == "ReplayBuffer":
                 buffers[rid] = make_replay_buffer(p, seed=res_seed)
             elif res.kind == "LearnerThread":
