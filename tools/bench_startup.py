@@ -164,7 +164,7 @@ def table(results: dict[tuple[str, str], list[dict[str, float]]]) -> str:
         lines.append("")
     lines += ["| command | wall s: median | min | max | runs |", "|---|---:|---:|---:|---:|"]
     for (tree, mode), runs in results.items():
-        walls = [r["exit"] for r in runs]
+        walls = [r["exit"] for r in runs] or [float("nan")]
         lines.append(
             f"| {tree} {mode} | {_fmt(_median(walls))} | {_fmt(min(walls))} | "
             f"{_fmt(max(walls))} | {len(walls)} |"
@@ -202,7 +202,18 @@ def main(argv: list[str] | None = None) -> int:
     for i in range(args.runs):
         for label, tree in trees:
             for mode in args.modes:
-                times = run_once(mode, tree, args.plan, args.python)
+                for attempt in (1, 2, 3):
+                    try:
+                        times = run_once(mode, tree, args.plan, args.python)
+                        break
+                    except RuntimeError as exc:  # e.g. ray.init timing out on a loaded host
+                        print(
+                            f"run {i + 1} {label} {mode} failed ({attempt}/3): "
+                            f"{str(exc).splitlines()[-1]}",
+                            file=sys.stderr,
+                        )
+                else:
+                    continue
                 results[(label, mode)].append(times)
                 done = f"run {i + 1}/{args.runs} {label} {mode}: {times['exit']:.2f} s"
                 print(done, file=sys.stderr)

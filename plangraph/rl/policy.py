@@ -267,10 +267,18 @@ class TorchPolicy:
         last: list[tuple[np.ndarray, Stats]] = []
         for epoch in range(num_sgd_iter):
             final = epoch == num_sgd_iter - 1
-            for idx in self._minibatch_indices(batch, sgd_minibatch_size):
-                idx_t = torch.from_numpy(idx)
+            idxs = list(self._minibatch_indices(batch, sgd_minibatch_size))
+            # One gather per column and epoch, in minibatch order; each minibatch is then a
+            # slice of it (a view, no copy): the same rows as gathering each one alone.
+            order = torch.from_numpy(np.concatenate(idxs) if len(idxs) > 1 else idxs[0])
+            shuffled = {k: v[order] for k, v in t.items()}
+            start = 0
+            for idx in idxs:
+                stop = start + idx.size
+                rows = {k: v[start:stop] for k, v in shuffled.items()}
+                start = stop
                 # Only the last epoch's stats are reported: skip computing the others.
-                stats = self._learn_on_tensors({k: v[idx_t] for k, v in t.items()}, final)
+                stats = self._learn_on_tensors(rows, final)
                 steps += 1
                 if final:
                     last.append((idx, stats))
