@@ -13,6 +13,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.envs.classic_control.cartpole import CartPoleEnv
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -98,3 +103,51 @@ def test_shutdown_ray_stops_every_process_ray_started() -> None:
     assert out["initialized"] is False
     assert "monitor" in out["kinds"] and "raylet" in out["kinds"]
     assert out["alive"] == []
+
+
+class _BrokenEnv(CartPoleEnv):
+    """An env that cannot be created (its constructor raises), as a misconfigured one."""
+
+    def __init__(self, **kwargs: object) -> None:
+        raise OSError("the simulator's licence file is missing")
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_an_env_that_cannot_be_created_is_a_build_error_naming_it() -> None:
+    import plangraph
+    from plangraph.errors import BuildError
+
+    gym.register("PlangraphTest/Broken-v0", entry_point=_BrokenEnv)
+    compiled = plangraph.compile(
+        ROOT / "plans" / "ppo.json", config={"env": "PlangraphTest/Broken-v0", "num_workers": 1}
+    )
+    with pytest.raises(BuildError, match="could not be created") as err:
+        compiled.build(seed=0)
+    assert "'PlangraphTest/Broken-v0'" in str(err.value)
+    assert "licence file is missing" in str(err.value)
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_the_learner_starts_from_spaces_read_in_the_driver() -> None:
+    """Remote workers get the learner's weights before their first fragment although the
+    learner was built without waiting for them (spaces read while Ray started)."""
+    import ray
+
+    import plangraph
+
+    compiled = plangraph.compile(ROOT / "plans" / "ppo.json", config={"num_workers": 2})
+    algo = compiled.build(seed=0)
+    try:
+        ws = algo.ctx.worker_sets["workers"]
+        learner = ws.local_policy.get_weights()
+        for remote in ray.get([w.get_weights.remote() for w in ws.remote_workers]):
+            assert sorted(remote) == sorted(learner)
+            for name, array in learner.items():
+                np.testing.assert_array_equal(remote[name], array)
+        kinds = ray.get(
+            [w.__ray_call__.remote(lambda w: type(w.policy).__name__) for w in ws.remote_workers]
+        )
+        assert kinds == ["NumpyActorCriticPolicy"] * 2
+        assert algo.train()["num_env_steps_sampled"] == 1024
+    finally:
+        algo.stop()
