@@ -184,15 +184,19 @@ class TorchPolicy:
         loss has no batch statistic, so per-row-mean gradients average exactly by rows."""
         return None
 
-    def _apply(self, grads: list[torch.Tensor]) -> Stats:
+    def _apply(self, grads: list[torch.Tensor], with_stats: bool = True) -> Stats:
         for p, g in zip(self._params, grads, strict=True):
             p.grad = g
         if self.config.grad_clip is not None:
             gnorm = torch.nn.utils.clip_grad_norm_(self._params, self.config.grad_clip)
-        else:
+        elif with_stats:
             gnorm = torch.linalg.vector_norm(torch.stack([g.norm() for g in grads]))
         self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
+        # What zero_grad(set_to_none=True) does, without its per-call profiling hooks.
+        for p in self._params:
+            p.grad = None
+        if not with_stats:
+            return {}
         return {"grad_gnorm": float(gnorm), "cur_lr": float(self.optimizer.param_groups[0]["lr"])}
 
     def compute_gradients(self, batch: SampleBatch) -> tuple[list[np.ndarray], Stats]:
@@ -227,7 +231,7 @@ class TorchPolicy:
 
     def _learn_on_tensors(self, t: Mapping[str, torch.Tensor], with_stats: bool = True) -> Stats:
         grads, stats = self._grads(t, with_stats)
-        stats.update(self._apply(grads))
+        stats.update(self._apply(grads, with_stats))
         return stats
 
     def learn_on_batch(self, batch: SampleBatch) -> Stats:
