@@ -66,7 +66,10 @@ algo = compiled.build(seed=0)
 algo.train()
 algo.save(sys.argv[2])
 algo.stop()
-from plangraph.runtime.ray_session import shutdown_ray
+try:
+    from plangraph.runtime.ray_session import shutdown_ray
+except ImportError:  # a checkout from before shutdown_ray
+    from ray import shutdown as shutdown_ray
 shutdown_ray()
 mark("ray_shutdown")
 """
@@ -217,12 +220,14 @@ def main(argv: list[str] | None = None) -> int:
                 results[(label, mode)].append(times)
                 done = f"run {i + 1}/{args.runs} {label} {mode}: {times['exit']:.2f} s"
                 print(done, file=sys.stderr)
+                if args.json:  # after every run: a long benchmark cut short keeps its runs
+                    _write_json(args.json, results)
     print(table(results))
-    if args.json:
-        args.json.write_text(
-            json.dumps({f"{t} {m}": runs for (t, m), runs in results.items()}, indent=1) + "\n"
-        )
     return 0
+
+
+def _write_json(path: Path, results: dict[tuple[str, str], list[dict[str, float]]]) -> None:
+    path.write_text(json.dumps({f"{t} {m}": r for (t, m), r in results.items()}, indent=1) + "\n")
 
 
 if __name__ == "__main__":
