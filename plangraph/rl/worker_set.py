@@ -41,7 +41,7 @@ and its spin-waiting competes with the rollout workers for the same cores (measu
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from plangraph.rl.policy_config import as_policy_config
@@ -85,7 +85,9 @@ class WorkerSet:
             ``RestartPolicy()``: 3 per worker per 300 s, backoff from 1 s).
         spaces: ``(observation space, action space)`` of one sub-env, when the caller has
             read them (``plangraph.runtime.warm_start``): the learner is then built without
-            waiting for a remote worker to start; None asks the first remote worker.
+            waiting for a remote worker to start; or a function returning them (or None),
+            called once the actors are created, so that they start while it waits; None
+            asks the first remote worker.
 
     Attributes:
         local_policy: the learner ``TorchPolicy``.
@@ -107,7 +109,7 @@ class WorkerSet:
         num_cpus_per_worker: float = 0.0,
         learner_torch_threads: int | None = 1,
         restart_policy: RestartPolicy | None = None,
-        spaces: tuple[Any, Any] | None = None,
+        spaces: tuple[Any, Any] | Callable[[], tuple[Any, Any] | None] | None = None,
     ) -> None:
         if num_workers < 0:
             raise ValueError(f"num_workers must be >= 0, got {num_workers}")
@@ -141,6 +143,12 @@ class WorkerSet:
 
         self.remote_workers = [self._make_remote(i + 1) for i in range(self.num_workers)]
         mark("actors_started")
+        if callable(spaces):
+            try:
+                spaces = spaces()
+            except BaseException:
+                self.stop()  # the actors just created must not outlive a failed build
+                raise
         if spaces is None:
             spaces = ray.get(self.remote_workers[0].get_spaces.remote())
         obs_space, act_space = spaces

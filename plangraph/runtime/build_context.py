@@ -21,6 +21,7 @@ partial list of ``Batch`` and the fan-out queues of ``duplicate``.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import operator
 import threading
@@ -183,7 +184,6 @@ class BuildContext:
         mark("ray_ready")
         if address:
             _check_worker_counts(params, cluster_cpus(), f"the cluster at {address}")
-        spaces = warmup.join()
         from plangraph.rl import WorkerSet
 
         worker_sets: dict[str, Any] = {}
@@ -194,7 +194,10 @@ class BuildContext:
             res_seed = int(ss.generate_state(1)[0])
             p = params[rid]
             if res.kind == "WorkerSet":
-                worker_sets[rid] = WorkerSet.from_params(p, seed=res_seed, spaces=spaces.get(rid))
+                # The actors are created first; then the learner waits for the warm-up.
+                worker_sets[rid] = WorkerSet.from_params(
+                    p, seed=res_seed, spaces=functools.partial(warmup.spaces, rid)
+                )
             elif res.kind == "ReplayBuffer":
                 buffers[rid] = make_replay_buffer(p, seed=res_seed)
             elif res.kind == "LearnerThread":

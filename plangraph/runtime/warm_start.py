@@ -78,6 +78,10 @@ class Warmup:
             out[rid] = by_env[key]
         return out
 
+    def spaces(self, rid: str) -> tuple[Any, Any] | None:
+        """``join()[rid]``, or None where the spaces were not read here."""
+        return self.join().get(rid)
+
     def join(self) -> dict[str, tuple[Any, Any]]:
         """Wait for the thread; the ``(observation space, action space)`` read for each
         worker set with remote workers (none when not ``read_spaces``).
