@@ -1,11 +1,19 @@
-"""``python -m plangraph`` is the ``plangraph`` command."""
+"""``python -m plangraph`` is the ``plangraph`` command (and ``entry`` its console script)."""
 
 import signal
+from typing import NoReturn
 
-from plangraph.cli import main
+from plangraph.cli import exit_now, main
 
-code = main()
-# The command is done (Ray shut down, files written): a Ctrl-C now would only interrupt
-# the interpreter's atexit hooks (Ray's among them) with a KeyboardInterrupt traceback.
-signal.signal(signal.SIGINT, signal.SIG_IGN)
-raise SystemExit(code)
+
+def entry() -> NoReturn:
+    """Run the command named on the command line, then end the process with its code."""
+    code = main()
+    # The command is done (Ray shut down, files written): a Ctrl-C now would only interrupt
+    # the interpreter's atexit hooks (Ray's among them) with a KeyboardInterrupt traceback.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    exit_now(code)
+
+
+if __name__ == "__main__":
+    entry()

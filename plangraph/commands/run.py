@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from plangraph.commands.user_modules import add_import_option
+from plangraph.startup_trace import mark
 
 # run.json's model lives in plangraph.commands.run_args, imported only when a run starts:
 # every `plangraph` command imports this module to build its parser.
@@ -243,6 +244,7 @@ def _prepare(args: argparse.Namespace) -> _Launch | int:
     if not compiled.ok:
         print(f"{plan_path}: not run: fix the errors above first", file=sys.stderr)
         return 1
+    mark("compiled")
 
     checkpoint = None
     if resume_dir is not None:
@@ -359,6 +361,9 @@ def _train(launch: _Launch, args: argparse.Namespace) -> int:
 
     console = Console(stderr=True)
     run_dir = launch.run_dir
+    if not args.no_tensorboard:
+        # The run log's TensorBoard writer, loaded while the build waits for Ray.
+        _import_in_background("torch.utils.tensorboard")
     try:
         algo = launch.compiled.build(
             env=launch.env,
@@ -494,14 +499,30 @@ def _write_run_files(launch: _Launch, algo: Any) -> None:
     _write_plan_files(launch.compiled, algo.plan_that_ran(), run_dir)
 
 
+def _import_in_background(module: str) -> None:
+    """Import ``module`` in a daemon thread (an error shows again where it is imported)."""
+    import importlib
+    import threading
+
+    def load() -> None:
+        try:
+            importlib.import_module(module)
+        except Exception:  # the import in the run log raises it where it matters
+            pass
+
+    threading.Thread(target=load, name=f"import-{module}", daemon=True).start()
+
+
 def _shutdown_ray() -> None:
     """Shut Ray down now, Ctrl-C ignored, so nothing is left for Ray's atexit hook."""
     ray = sys.modules.get("ray")
     if ray is not None and ray.is_initialized():
+        from plangraph.runtime.ray_session import shutdown_ray
         from plangraph.runtime.run_loop import ignoring_sigint
 
         with ignoring_sigint():
-            ray.shutdown()
+            shutdown_ray()
+        mark("ray_shutdown")
 
 
 def _plan_env(compiled: Any) -> str | None:

@@ -21,6 +21,7 @@ import torch
 
 from plangraph.rl.advantage_norm import AdvantageNormTerms
 from plangraph.rl.models import ActorCritic
+from plangraph.rl.numpy_policy import log_softmax, sample_categorical
 from plangraph.rl.policy import Stats, TorchPolicy, to_tensor
 from plangraph.rl.sample_batch import SampleBatch
 
@@ -33,37 +34,6 @@ def explained_variance(pred: torch.Tensor, target: torch.Tensor) -> float:
     if float(var) == 0.0:
         return 0.0
     return float(1.0 - torch.var(target - pred) / var)
-
-
-def log_softmax(logits: np.ndarray) -> np.ndarray:
-    """Row-wise ``log softmax`` of float32 ``[B, A]`` logits (numerically stable)."""
-    z = logits - logits.max(axis=1, keepdims=True)
-    return z - np.log(np.exp(z).sum(axis=1, keepdims=True))
-
-
-def sample_categorical(
-    logits: np.ndarray, rng: np.random.Generator
-) -> tuple[np.ndarray, np.ndarray]:
-    """One draw per row from ``softmax(logits)`` by inverse CDF.
-
-    Numpy rather than torch: on a few rows per vector step each torch call costs more than
-    the arithmetic.
-
-    Args:
-        logits: float32 ``[B, A]``.
-        rng: the policy's seeded numpy generator.
-
-    Returns:
-        ``(actions int64 [B], log-probabilities float32 [B])``.
-    """
-    z = logits - logits.max(axis=1, keepdims=True)
-    e = np.exp(z)
-    total = e.sum(axis=1, keepdims=True)
-    cdf = np.cumsum(e, axis=1)
-    actions = (rng.random((logits.shape[0], 1)) * total >= cdf).sum(axis=1)
-    np.minimum(actions, logits.shape[1] - 1, out=actions)
-    logp = z[np.arange(logits.shape[0]), actions] - np.log(total[:, 0])
-    return actions.astype(np.int64, copy=False), logp.astype(np.float32, copy=False)
 
 
 class ActorCriticPolicy(TorchPolicy):

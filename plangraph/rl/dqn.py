@@ -31,6 +31,7 @@ import torch
 import torch.nn.functional as F
 
 from plangraph.rl.models import QNetwork
+from plangraph.rl.numpy_policy import linear_epsilon
 from plangraph.rl.policy import Stats, TorchPolicy, to_tensor
 from plangraph.rl.sample_batch import SampleBatch
 
@@ -64,11 +65,7 @@ class DQNPolicy(TorchPolicy):
     @property
     def epsilon(self) -> float:
         """Exploration epsilon at ``global_timestep`` (env steps sampled)."""
-        cfg = self.config
-        if cfg.epsilon_timesteps <= 0:
-            return float(cfg.epsilon_final)
-        frac = min(1.0, self.global_timestep / cfg.epsilon_timesteps)
-        return float(cfg.epsilon_initial + frac * (cfg.epsilon_final - cfg.epsilon_initial))
+        return linear_epsilon(self.config, self.global_timestep)
 
     def compute_actions(
         self, obs: np.ndarray, explore: bool = True

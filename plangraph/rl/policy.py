@@ -29,35 +29,14 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
-from pydantic import TypeAdapter
 
-from plangraph.ops.policies import (
-    A2CConfig,
-    APPOConfig,
-    DQNConfig,
-    IMPALAConfig,
-    PolicyConfig,
-    PolicyConfigModel,
-    PPOConfig,
-)
+from plangraph.ops.policies import PolicyConfigModel
 from plangraph.rl.advantage_norm import AdvantageNormTerms
+from plangraph.rl.policy_config import as_policy_config as as_policy_config  # re-exported
 from plangraph.rl.sample_batch import SampleBatch
 
 Stats = dict[str, Any]
 """Learner stats: ``str -> float`` (plus ``td_error: float32 [B]`` for DQN)."""
-
-_CONFIG_ADAPTER: TypeAdapter[Any] = TypeAdapter(PolicyConfig)
-
-
-def as_policy_config(config: Any) -> PolicyConfigModel:
-    """Validate a policy config given as a model instance or a dict (``{"algo": ...}``).
-
-    Raises:
-        pydantic.ValidationError: the dict is not a valid ``PolicyConfig``.
-    """
-    if isinstance(config, A2CConfig | PPOConfig | DQNConfig | IMPALAConfig | APPOConfig):
-        return config
-    return _CONFIG_ADAPTER.validate_python(config)
 
 
 def piecewise_linear(points: tuple[tuple[int, float], ...], x: float) -> float:
@@ -205,15 +184,19 @@ class TorchPolicy:
         loss has no batch statistic, so per-row-mean gradients average exactly by rows."""
         return None
 
-    def _apply(self, grads: list[torch.Tensor]) -> Stats:
+    def _apply(self, grads: list[torch.Tensor], with_stats: bool = True) -> Stats:
         for p, g in zip(self._params, grads, strict=True):
             p.grad = g
         if self.config.grad_clip is not None:
             gnorm = torch.nn.utils.clip_grad_norm_(self._params, self.config.grad_clip)
-        else:
+        elif with_stats:
             gnorm = torch.linalg.vector_norm(torch.stack([g.norm() for g in grads]))
         self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
+        # What zero_grad(set_to_none=True) does, without its per-call profiling hooks.
+        for p in self._params:
+            p.grad = None
+        if not with_stats:
+            return {}
         return {"grad_gnorm": float(gnorm), "cur_lr": float(self.optimizer.param_groups[0]["lr"])}
 
     def compute_gradients(self, batch: SampleBatch) -> tuple[list[np.ndarray], Stats]:
@@ -248,7 +231,7 @@ class TorchPolicy:
 
     def _learn_on_tensors(self, t: Mapping[str, torch.Tensor], with_stats: bool = True) -> Stats:
         grads, stats = self._grads(t, with_stats)
-        stats.update(self._apply(grads))
+        stats.update(self._apply(grads, with_stats))
         return stats
 
     def learn_on_batch(self, batch: SampleBatch) -> Stats:
@@ -288,10 +271,18 @@ class TorchPolicy:
         last: list[tuple[np.ndarray, Stats]] = []
         for epoch in range(num_sgd_iter):
             final = epoch == num_sgd_iter - 1
-            for idx in self._minibatch_indices(batch, sgd_minibatch_size):
-                idx_t = torch.from_numpy(idx)
+            idxs = list(self._minibatch_indices(batch, sgd_minibatch_size))
+            # One gather per column and epoch, in minibatch order; each minibatch is then a
+            # slice of it (a view, no copy): the same rows as gathering each one alone.
+            order = torch.from_numpy(np.concatenate(idxs) if len(idxs) > 1 else idxs[0])
+            shuffled = {k: v[order] for k, v in t.items()}
+            start = 0
+            for idx in idxs:
+                stop = start + idx.size
+                rows = {k: v[start:stop] for k, v in shuffled.items()}
+                start = stop
                 # Only the last epoch's stats are reported: skip computing the others.
-                stats = self._learn_on_tensors({k: v[idx_t] for k, v in t.items()}, final)
+                stats = self._learn_on_tensors(rows, final)
                 steps += 1
                 if final:
                     last.append((idx, stats))

@@ -65,22 +65,25 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import numpy as np
-import torch
 
-from plangraph.rl.a2c import ActorCriticPolicy
-from plangraph.rl.dqn import DQNPolicy
 from plangraph.rl.env_state import capture_env, restore_env
-from plangraph.rl.impala import IMPALAPolicy
-from plangraph.rl.policies import make_policy
-from plangraph.rl.policy import TorchPolicy, as_policy_config
+from plangraph.rl.numpy_policy import make_numpy_policy, numpy_inference_supported
+from plangraph.rl.policy_config import as_policy_config
 from plangraph.rl.postprocessing import compute_gae, compute_n_step_returns
 from plangraph.rl.sample_batch import SampleBatch
 from plangraph.rl.seeding import derive_seeds
 from plangraph.rl.worker_gradients import WorkerGradients, sample_and_compute_gradients
+from plangraph.startup_trace import mark
+
+# Torch loads only where a torch policy is built: a worker sampling with numpy never
+# imports it (``plangraph.rl.numpy_policy``).
+if TYPE_CHECKING:
+    from plangraph.rl.numpy_policy import NumpyPolicy
+    from plangraph.rl.policy import TorchPolicy
 
 EnvSpec = str | Callable[[], gym.Env]
 """A gymnasium env id (``"CartPole-v1"``) or a zero-argument creator of a ``gym.Env``."""
@@ -88,6 +91,8 @@ BatchTransform = tuple[str, Callable[[SampleBatch], SampleBatch]]
 """``(plan node id, pure per-batch map)``: a map ``sample()`` applies to each fragment."""
 
 _SB = SampleBatch
+_ACTOR_CRITIC = ("a2c", "ppo", "impala", "appo")
+_VTRACE = ("impala", "appo")
 # eps_id = worker_index * _EPS_STRIDE + per-worker episode counter (unique within a run).
 _EPS_STRIDE = 1 << 40
 
@@ -169,7 +174,13 @@ class RolloutWorker:
         worker_index: 0 for the local worker, ``1..num_workers`` for remote ones.
         policy: use this policy instead of building one (the local learner policy when
             sampling in-process); its spaces must match the env's.
-        torch_threads: if set, ``torch.set_num_threads(torch_threads)`` (1 in Ray actors).
+        torch_threads: if set, ``torch.set_num_threads(torch_threads)`` (1 in Ray actors)
+            when the worker builds a torch policy.
+        numpy_inference: sample with a numpy copy of the policy
+            (``plangraph.rl.numpy_policy``) where it supports the config and spaces: the
+            worker then never imports torch, and needs ``set_weights`` before its first
+            ``sample()``. Remote workers of a ``WorkerSet`` do; the default (False) builds
+            a torch policy, which a caller may also train.
 
     Raises:
         ValueError: ``num_envs`` or ``rollout_fragment_length`` < 1, or unsupported spaces.
@@ -186,13 +197,12 @@ class RolloutWorker:
         *,
         policy: TorchPolicy | None = None,
         torch_threads: int | None = None,
+        numpy_inference: bool = False,
     ) -> None:
         if num_envs < 1:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
         if rollout_fragment_length < 1:
             raise ValueError(f"rollout_fragment_length must be >= 1, got {rollout_fragment_length}")
-        if torch_threads is not None:
-            torch.set_num_threads(torch_threads)
         self.config = as_policy_config(policy_config)
         self.num_envs = int(num_envs)
         self.rollout_fragment_length = int(rollout_fragment_length)
@@ -201,9 +211,29 @@ class RolloutWorker:
         self.env = make_vector_env(env, num_envs)
         self.observation_space = self.env.single_observation_space
         self.action_space = self.env.single_action_space
-        self.policy = policy or make_policy(
-            self.observation_space, self.action_space, self.config, self.policy_seed
+        use_numpy = (
+            policy is None
+            and numpy_inference
+            and numpy_inference_supported(self.config, self.observation_space, self.action_space)
         )
+        self._torch_threads = torch_threads
+        if torch_threads is not None and not use_numpy:
+            import torch
+
+            torch.set_num_threads(torch_threads)
+        self.policy: TorchPolicy | NumpyPolicy
+        if policy is not None:
+            self.policy = policy
+        elif use_numpy:
+            self.policy = make_numpy_policy(
+                self.observation_space, self.action_space, self.config, self.policy_seed
+            )
+        else:
+            from plangraph.rl.policies import make_policy
+
+            self.policy = make_policy(
+                self.observation_space, self.action_space, self.config, self.policy_seed
+            )
         self._obs_shape = tuple(self.observation_space.shape)
         self._obs_dtype = self.observation_space.dtype
         obs, _ = self.env.reset(seed=list(self.sub_env_seeds))
@@ -218,6 +248,7 @@ class RolloutWorker:
         self._transforms: tuple[BatchTransform, ...] = ()
         #: seconds spent in each batch transform (by node id) since it was installed
         self.transform_time_s: dict[str, float] = {}
+        mark("worker_ready")
 
     def _new_eps_id(self) -> int:
         eid = self.worker_index * _EPS_STRIDE + self._eps_counter
@@ -236,7 +267,7 @@ class RolloutWorker:
         """
         n, horizon = self.num_envs, self.rollout_fragment_length
         policy, env = self.policy, self.env
-        actor_critic = isinstance(policy, ActorCriticPolicy)
+        actor_critic = self.config.algo in _ACTOR_CRITIC
         obs_buf = np.empty((n, horizon, *self._obs_shape), dtype=self._obs_dtype)
         act_buf = np.empty((n, horizon), dtype=np.int64)
         rew_buf = np.empty((n, horizon), dtype=np.float32)
@@ -292,11 +323,11 @@ class RolloutWorker:
         if actor_critic:
             columns[_SB.ACTION_LOGP] = logp_buf
             columns[_SB.ACTION_DIST_INPUTS] = logits_buf
-            if isinstance(policy, IMPALAPolicy):
+            if self.config.algo in _VTRACE:
                 columns.update(self._segments(obs_buf, term_buf, trunc_buf, finals))
             else:
                 columns.update(self._postprocess_actor_critic(obs_buf, rew_buf, term_buf, finals))
-        elif isinstance(policy, DQNPolicy):
+        elif self.config.algo == "dqn":
             columns[_SB.NEXT_OBS] = self._next_obs(obs_buf, finals)
             if self.config.n_step > 1:
                 columns.update(self._n_step_transitions(columns))
@@ -349,8 +380,29 @@ class RolloutWorker:
 
     def sample_and_compute_gradients(self) -> WorkerGradients:
         """A3C's worker step: ``sample()`` one fragment, then this worker's policy's
-        gradients on it (no optimizer step); see ``plangraph.rl.worker_gradients``."""
+        gradients on it (no optimizer step); see ``plangraph.rl.worker_gradients``.
+
+        A worker that samples with a numpy copy of the policy (``numpy_inference``) swaps
+        it for the torch policy first, carrying its weights, epsilon timestep and action
+        sampler over: gradients need torch's autograd."""
+        if not hasattr(self.policy, "compute_gradients"):
+            self._use_torch_policy()
         return sample_and_compute_gradients(self)
+
+    def _use_torch_policy(self) -> None:
+        from plangraph.rl.policies import make_policy
+
+        if self._torch_threads is not None:
+            import torch
+
+            torch.set_num_threads(self._torch_threads)
+        policy = make_policy(
+            self.observation_space, self.action_space, self.config, self.policy_seed
+        )
+        state = self.policy.get_sampling_state()
+        if state["weights"]:
+            policy.set_sampling_state(state)
+        self.policy = policy
 
     def _postprocess_actor_critic(
         self,
@@ -361,7 +413,6 @@ class RolloutWorker:
     ) -> dict[str, np.ndarray]:
         n, horizon = rew_buf.shape
         policy = self.policy
-        assert isinstance(policy, ActorCriticPolicy)
         values = policy.compute_values(obs_buf.reshape(n * horizon, *self._obs_shape))
         values = values.reshape(n, horizon)
         # Successor values: the next row's V(s_{t+1}); V(last obs) at the fragment cut;

@@ -7,6 +7,10 @@
 * ``num_workers == 0``: a local ``RolloutWorker`` (``worker_index`` 0) samples in-process
   and *shares* the learner policy object, so no weight sync is needed.
 
+Remote workers sample with numpy copies of the policy (``plangraph.rl.numpy_policy``)
+where those support the config and spaces, so their processes never import torch (about
+2 s of CPU each at start-up); they act only after the broadcast below.
+
 ``sync_weights(global_vars)`` puts the learner weights into the object store once
 (``ray.put``) and sends ``set_weights(ref, global_vars)`` to every worker without waiting;
 Ray runs an actor's calls in submission order, so the worker's next ``sample()`` uses the
@@ -37,19 +41,28 @@ and its spin-waiting competes with the rollout workers for the same cores (measu
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from plangraph.rl.envs import resolve_env, ship_by_value
-from plangraph.rl.policies import make_policy
-from plangraph.rl.policy import TorchPolicy, as_policy_config
+from plangraph.rl.policy_config import as_policy_config
 from plangraph.rl.restarts import RestartPolicy, WorkerRestartError, describe_actor_death
 from plangraph.rl.rollout_worker import EnvSpec, RolloutWorker
 from plangraph.rl.sample_batch import SampleBatch
 from plangraph.rl.seeding import derive_seeds
+from plangraph.startup_trace import mark
 
 if TYPE_CHECKING:
     from plangraph.ops.resources import WorkerSetParams
+    from plangraph.rl.policy import TorchPolicy
+
+
+def _set_torch_threads(threads: int | None) -> None:
+    """``torch.set_num_threads(threads)`` in this (the learner's) process; None: leave it."""
+    if threads is not None:
+        import torch
+
+        torch.set_num_threads(threads)
 
 
 class ResumeWarning(UserWarning):
@@ -72,6 +85,11 @@ class WorkerSet:
             None leaves torch's setting alone.
         restart_policy: how often a dead remote worker is replaced (default
             ``RestartPolicy()``: 3 per worker per 300 s, backoff from 1 s).
+        spaces: ``(observation space, action space)`` of one sub-env, when the caller has
+            read them (``plangraph.runtime.warm_start``): the learner is then built without
+            waiting for a remote worker to start; or a function returning them (or None),
+            called once the actors are created, so that they start while it waits; None
+            asks the first remote worker.
 
     Attributes:
         local_policy: the learner ``TorchPolicy``.
@@ -94,13 +112,10 @@ class WorkerSet:
         num_cpus_per_worker: float = 0.0,
         learner_torch_threads: int | None = 1,
         restart_policy: RestartPolicy | None = None,
+        spaces: tuple[Any, Any] | Callable[[], tuple[Any, Any] | None] | None = None,
     ) -> None:
         if num_workers < 0:
             raise ValueError(f"num_workers must be >= 0, got {num_workers}")
-        if learner_torch_threads is not None:
-            import torch
-
-            torch.set_num_threads(learner_torch_threads)
         # Resolved here, in the driver where it is registered: the creator travels to
         # the workers, whose own gymnasium registries may not know the id.
         self.env = resolve_env(env)
@@ -120,6 +135,7 @@ class WorkerSet:
         self.remote_workers: list[Any] = []
         self.local_worker: RolloutWorker | None = None
         if self.num_workers == 0:
+            _set_torch_threads(learner_torch_threads)
             self.local_worker = RolloutWorker(
                 env,
                 self.num_envs_per_worker,
@@ -134,9 +150,23 @@ class WorkerSet:
 
         ship_by_value(self.env)
         self.remote_workers = [self._make_remote(i + 1) for i in range(self.num_workers)]
-        obs_space, act_space = ray.get(self.remote_workers[0].get_spaces.remote())
+        mark("actors_started")
+        if callable(spaces):
+            try:
+                spaces = spaces()
+            except BaseException:
+                self.stop()  # the actors just created must not outlive a failed build
+                raise
+        if spaces is None:
+            spaces = ray.get(self.remote_workers[0].get_spaces.remote())
+        obs_space, act_space = spaces
+        # Torch only now, after the actors were created: they start while it loads.
+        from plangraph.rl.policies import make_policy
+
+        _set_torch_threads(learner_torch_threads)
         policy_seed, _ = derive_seeds(self.seed, 0, 0)
         self.local_policy = make_policy(obs_space, act_space, self.policy_config, policy_seed)
+        mark("learner_built")
         self.sync_weights()
 
     @classmethod
@@ -180,6 +210,7 @@ class WorkerSet:
             self.seed,
             worker_index,
             torch_threads=1,
+            numpy_inference=True,
         )
         if self._batch_transforms:  # a replacement runs the same worker-side maps
             worker.set_batch_transforms.remote(self._batch_transforms)

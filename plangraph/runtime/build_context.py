@@ -21,6 +21,7 @@ partial list of ``Batch`` and the fan-out queues of ``duplicate``.
 
 from __future__ import annotations
 
+import functools
 import operator
 import threading
 from collections.abc import Callable
@@ -31,6 +32,7 @@ import numpy as np
 
 from plangraph.errors import BuildError
 from plangraph.runtime.run_state import RunState
+from plangraph.startup_trace import mark
 
 if TYPE_CHECKING:
     from plangraph.compiler import CompiledPlan
@@ -174,9 +176,10 @@ class BuildContext:
         """
         import ray
 
-        from plangraph.rl import WorkerSet, make_replay_buffer
+        from plangraph.rl import make_replay_buffer
         from plangraph.runtime.memory_check import check_replay_memory
         from plangraph.runtime.ray_session import cluster_cpus, ensure_ray, local_cpus
+        from plangraph.runtime.warm_start import Warmup
 
         try:
             seed_ok = not isinstance(seed, bool) and 0 <= operator.index(seed) < 2**63
@@ -216,9 +219,18 @@ class BuildContext:
             _check_worker_counts(params, cluster_cpus(), "the Ray cluster")
         elif not address:
             _check_worker_counts(params, local_cpus(), "this machine")
+        # torch and the env spaces, while Ray starts (plangraph.runtime.warm_start).
+        warmup = Warmup(
+            {rid: params[rid] for rid, r in compiled.resources.items() if r.kind == "WorkerSet"},
+            read_spaces=not address,
+            envs=envs,
+        ).start()
         ensure_ray(address)
+        mark("ray_ready")
         if address:
             _check_worker_counts(params, cluster_cpus(), f"the cluster at {address}")
+        from plangraph.rl import WorkerSet
+
         worker_sets: dict[str, Any] = {}
         buffers: dict[str, Any] = {}
         # Each resource gets its own seed stream derived from the run seed.
@@ -227,7 +239,10 @@ class BuildContext:
             res_seed = int(ss.generate_state(1)[0])
             p = params[rid]
             if res.kind == "WorkerSet":
-                worker_sets[rid] = WorkerSet.from_params(p, seed=res_seed, env=envs[rid])
+                # The actors are created first; then the learner waits for the warm-up.
+                worker_sets[rid] = WorkerSet.from_params(
+                    p, seed=res_seed, env=envs[rid], spaces=functools.partial(warmup.spaces, rid)
+                )
             elif res.kind == "ReplayBuffer":
                 buffers[rid] = make_replay_buffer(p, seed=res_seed)
             elif res.kind == "LearnerThread":

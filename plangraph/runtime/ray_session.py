@@ -118,3 +118,43 @@ def ensure_ray(address: str | None = None) -> None:
         ray.init(address=address, include_dashboard=False, configure_logging=False)
     else:
         ray.init(address="local", include_dashboard=False, configure_logging=False)
+
+
+def _stop_autoscaler_monitor() -> None:
+    """SIGKILL the autoscaler monitor of a Ray instance this process started, if any.
+
+    ``ray.shutdown()`` stops the GCS before the monitor, then sends the monitor SIGTERM and
+    waits up to 1 s for it: its SIGTERM handler reports its own termination to the GCS that
+    is already gone and blocks until Ray gives up and kills it. A local instance has no
+    autoscaler to report to, so killing the monitor first makes ``ray.shutdown`` about 1 s
+    shorter and prints nothing. Reaches into Ray's private node object: on a Ray without
+    it, this does nothing and ``ray.shutdown`` behaves as before.
+    """
+    import ray
+
+    node = getattr(getattr(ray, "_private", None), "worker", None)
+    node = getattr(node, "_global_node", None)
+    processes = getattr(node, "all_processes", None)
+    if not isinstance(processes, dict):
+        return
+    for info in processes.get("monitor", []):
+        process = getattr(info, "process", None)
+        if process is None or process.poll() is not None:
+            continue
+        try:
+            process.kill()
+            process.wait(timeout=1.0)
+        except Exception:  # ray.shutdown kills whatever is left
+            pass
+
+
+def shutdown_ray() -> None:
+    """``ray.shutdown()``, about 1 s faster when this process started Ray itself (see
+    ``_stop_autoscaler_monitor``); a process that joined a cluster only disconnects, as
+    with ``ray.shutdown()``. Does nothing when Ray is not initialised."""
+    import ray
+
+    if not ray.is_initialized():
+        return
+    _stop_autoscaler_monitor()
+    ray.shutdown()

@@ -22,6 +22,7 @@ from plangraph.runtime.counters import (
 )
 from plangraph.runtime.implementations import register_lowering, register_map
 from plangraph.runtime.items import GradInfo, TrainInfo, scalar_stats
+from plangraph.startup_trace import mark
 
 
 def _broadcast(ctx: BuildContext, ws: Any) -> None:
@@ -63,6 +64,7 @@ def _train_one_step(node: Any, ctx: BuildContext) -> Callable[[Any], Any]:
             metrics.counters[updates_key] += 1
             if metrics.counters[updates_key] % p.update_workers_every == 0:
                 _broadcast(ctx, ws)
+        mark("first_train")
         return TrainInfo(scalars, count)
 
     return train

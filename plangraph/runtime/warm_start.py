@@ -1,0 +1,105 @@
+"""The driver's own start-up work, done in a thread while ``ray.init`` starts Ray.
+
+``ray.init`` spends most of its seconds waiting for Ray's processes to come up. The learner
+needs none of them to be built, only torch (about 1 s to import, plus another second for
+the ``torch._dynamo`` that constructing a torch optimizer imports) and the observation and
+action spaces of its env. ``Warmup`` imports the first and reads the second from one env
+created (and closed) here, so that when Ray is up the learner is built at once and the
+rollout workers get its weights without the driver waiting for a worker to answer.
+
+Spaces are read here only where the env is known to be creatable in this process: not
+when joining a cluster (``address``), whose workers may have what the driver lacks; then
+``WorkerSet`` asks its first worker, as before.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from plangraph.errors import BuildError
+from plangraph.startup_trace import mark
+
+
+class Warmup:
+    """Imports the learner's libraries and reads env spaces in a daemon thread.
+
+    Args:
+        worker_sets: ``WorkerSetParams`` by resource id (overrides applied).
+        envs: each worker set's env as the workers get it (``resolve_worker_env``: a
+            creator), by resource id; a worker set missing here uses ``params.env``.
+        read_spaces: read each worker set's spaces from an env made here (False when
+            joining a cluster).
+    """
+
+    def __init__(
+        self,
+        worker_sets: Mapping[str, Any],
+        *,
+        read_spaces: bool,
+        envs: Mapping[str, Any] | None = None,
+    ) -> None:
+        self._worker_sets = dict(worker_sets)
+        self._envs = dict(envs or {})
+        self._read_spaces = read_spaces
+        self._spaces: dict[str, tuple[Any, Any]] = {}
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="plangraph-warmup", daemon=True)
+
+    def start(self) -> Warmup:
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        try:
+            import torch._dynamo  # noqa: F401  (the optimizer's lazy import, done now)
+
+            import plangraph.rl.worker_set  # noqa: F401  (policies, models, torch)
+
+            if self._read_spaces:
+                self._spaces = self._env_spaces()
+            mark("warmup_done")
+        except BaseException as exc:  # re-raised in the caller's thread by join()
+            self._error = exc
+
+    def _env_spaces(self) -> dict[str, tuple[Any, Any]]:
+        from plangraph.rl.rollout_worker import env_creator
+
+        by_env: dict[Any, tuple[Any, Any]] = {}
+        out = {}
+        for rid, params in sorted(self._worker_sets.items()):
+            if params.num_workers == 0:
+                continue  # the in-process worker makes its envs itself
+            key = params.env if isinstance(params.env, str) else id(params.env)
+            if key not in by_env:
+                try:
+                    env = env_creator(self._envs.get(rid, params.env))()
+                except Exception as exc:
+                    raise BuildError(
+                        f"resource {rid!r}: env {params.env!r} could not be created "
+                        f"({type(exc).__name__}: {exc})"
+                    ) from exc
+                try:
+                    by_env[key] = (env.observation_space, env.action_space)
+                finally:
+                    env.close()
+            out[rid] = by_env[key]
+        return out
+
+    def spaces(self, rid: str) -> tuple[Any, Any] | None:
+        """``join()[rid]``, or None where the spaces were not read here."""
+        return self.join().get(rid)
+
+    def join(self) -> dict[str, tuple[Any, Any]]:
+        """Wait for the thread; the ``(observation space, action space)`` read for each
+        worker set with remote workers (none when not ``read_spaces``).
+
+        Raises:
+            BuildError: an env could not be created in this process.
+            Exception: whatever importing torch raised.
+        """
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._spaces
