@@ -90,6 +90,16 @@ CODES: dict[str, tuple[str, Severity, str]] = {
         "warning",
         "sgd_minibatch_size is larger than the train batch it splits.",
     ),
+    "PG176": (
+        "unsupported-action-space",
+        "error",
+        "The policy cannot act in the env's action space (e.g. DQN on Box actions).",
+    ),
+    "PG177": (
+        "unsupported-observation-space",
+        "error",
+        "The policy's model cannot read the env's observations.",
+    ),
     # the compiler itself
     "PG199": ("internal-check-error", "error", "A check crashed (a bug in the check)."),
 }

@@ -107,6 +107,14 @@ class _PolicyBase(BaseModel):
 
     #: what the policy can do (keys of :data:`CAPABILITIES`); not a setting
     capabilities: ClassVar[frozenset[str]] = frozenset({"gradients"})
+    #: action spaces it can act in (gymnasium space class names); the compiler reads the
+    #: env's (``plangraph.compiler.env_spaces``) and refuses others (PG176)
+    action_spaces: ClassVar[frozenset[str]] = frozenset({"Discrete"})
+    #: whether every bound of a ``Box`` action space must be finite (actions are squashed
+    #: into them rather than clipped)
+    needs_bounded_actions: ClassVar[bool] = False
+    #: observation spaces its models read (PG177): a ``Box`` of any dtype and shape
+    observation_spaces: ClassVar[frozenset[str]] = frozenset({"Box"})
     #: the batches its loss is correct on (said when a plan feeds it others)
     learns_from: ClassVar[str] = (
         "whole fresh rollout fragments (advantages and value targets computed by GAE when "

@@ -71,7 +71,24 @@ def _with_overrides(rid: str, params: Any, updates: dict[str, Any]) -> Any:
                 f"resource {rid!r}: env {params.env!r} is not a registered gymnasium env: "
                 f"{exc} (pass --env with an id from gymnasium.registry)"
             ) from exc
+        if "env" in updates:  # the plan's own env was checked by the compiler
+            _check_spaces(rid, params)
     return params
+
+
+def _check_spaces(rid: str, params: Any) -> None:
+    """Refuse an env (given with ``--env``) whose spaces the policy cannot act in, with
+    the compiler's PG176/PG177 message."""
+    from plangraph.compiler.env_spaces import env_spaces
+    from plangraph.compiler.semantic_checks import space_problems
+
+    spaces = env_spaces(params.env)
+    if spaces is None:
+        return
+    problems = space_problems(params.policy, spaces, "the plan's policy algo")
+    if problems:
+        p = problems[0]
+        raise BuildError(f"resource {rid!r}: {p.code}: {p.message} ({p.hint})")
 
 
 @dataclass(frozen=True)
