@@ -122,7 +122,29 @@ class _PolicyBase(BaseModel):
     )
 
 
-class A2CConfig(_PolicyBase):
+class _ActorCriticBase(_PolicyBase):
+    """Settings of the stochastic actor-critic policies (a2c, ppo, impala, appo).
+
+    Action distributions by action space (``plangraph.rl.distributions``): ``Discrete``
+    categorical, ``MultiDiscrete`` one categorical per component, 1-D ``Box`` a diagonal
+    Gaussian whose samples are clipped to the bounds only when sent to the env (the batch
+    keeps, and the loss sees, the unclipped sample and its log-probability).
+    """
+
+    action_spaces: ClassVar[frozenset[str]] = frozenset({"Discrete", "MultiDiscrete", "Box"})
+    free_log_std: bool = Field(
+        True,
+        description=(
+            "Box actions: the Gaussian's log-std is one state-independent parameter vector "
+            "(as in Schulman et al. 2017); false: the policy network outputs it per state."
+        ),
+    )
+    log_std_init: float = Field(
+        0.0, description="Box actions: initial log-std of the Gaussian (0.0: std 1)."
+    )
+
+
+class A2CConfig(_ActorCriticBase):
     """Advantage actor-critic (Mnih et al. 2016, synchronous): one optimizer step per batch."""
 
     algo: Literal["a2c"] = "a2c"
@@ -135,7 +157,7 @@ class A2CConfig(_PolicyBase):
     )
 
 
-class PPOConfig(_PolicyBase):
+class PPOConfig(_ActorCriticBase):
     """Proximal policy optimisation with the clipped surrogate (Schulman et al. 2017, eq. 7)."""
 
     algo: Literal["ppo"] = "ppo"
@@ -180,7 +202,7 @@ class DQNConfig(_PolicyBase):
     )
 
 
-class _VTraceBase(_PolicyBase):
+class _VTraceBase(_ActorCriticBase):
     """Shared settings of the V-trace learners (Espeholt et al. 2018, eq. 1 and sec. 4.2)."""
 
     learns_from: ClassVar[str] = (

@@ -1,4 +1,4 @@
-"""Actor-critic policies: the shared categorical actor-critic and A2C.
+"""Actor-critic policies: the shared stochastic actor-critic and A2C.
 
 A2C (synchronous advantage actor-critic, Mnih et al. 2016) minimises, over a batch of
 ``B`` rows, exactly one optimizer step per train batch:
@@ -20,6 +20,12 @@ import numpy as np
 import torch
 
 from plangraph.rl.advantage_norm import AdvantageNormTerms
+from plangraph.rl.distributions import (
+    ActionDistribution,
+    DiagGaussian,
+    action_layout,
+    dist_class,
+)
 from plangraph.rl.models import ActorCritic
 from plangraph.rl.policy import Stats, TorchPolicy, to_tensor
 from plangraph.rl.sample_batch import SampleBatch
@@ -35,46 +41,35 @@ def explained_variance(pred: torch.Tensor, target: torch.Tensor) -> float:
     return float(1.0 - torch.var(target - pred) / var)
 
 
-def log_softmax(logits: np.ndarray) -> np.ndarray:
-    """Row-wise ``log softmax`` of float32 ``[B, A]`` logits (numerically stable)."""
-    z = logits - logits.max(axis=1, keepdims=True)
-    return z - np.log(np.exp(z).sum(axis=1, keepdims=True))
-
-
-def sample_categorical(
-    logits: np.ndarray, rng: np.random.Generator
-) -> tuple[np.ndarray, np.ndarray]:
-    """One draw per row from ``softmax(logits)`` by inverse CDF.
-
-    Numpy rather than torch: on a few rows per vector step each torch call costs more than
-    the arithmetic.
-
-    Args:
-        logits: float32 ``[B, A]``.
-        rng: the policy's seeded numpy generator.
-
-    Returns:
-        ``(actions int64 [B], log-probabilities float32 [B])``.
-    """
-    z = logits - logits.max(axis=1, keepdims=True)
-    e = np.exp(z)
-    total = e.sum(axis=1, keepdims=True)
-    cdf = np.cumsum(e, axis=1)
-    actions = (rng.random((logits.shape[0], 1)) * total >= cdf).sum(axis=1)
-    np.minimum(actions, logits.shape[1] - 1, out=actions)
-    logp = z[np.arange(logits.shape[0]), actions] - np.log(total[:, 0])
-    return actions.astype(np.int64, copy=False), logp.astype(np.float32, copy=False)
-
-
 class ActorCriticPolicy(TorchPolicy):
-    """Categorical policy ``pi(a|s) = softmax(logits(s))`` plus a state-value head ``V(s)``."""
+    """Stochastic policy ``pi(a|s)`` plus a state-value head ``V(s)``.
+
+    The action distribution follows the action space (``plangraph.rl.distributions``):
+    categorical for ``Discrete``, one categorical per component for ``MultiDiscrete``, a
+    diagonal Gaussian for a 1-D ``Box``.
+    """
 
     model: ActorCritic
 
     def _build_model(self) -> ActorCritic:
-        return ActorCritic(
-            self.obs_dim, self.num_actions, self.config.hiddens, self.config.activation
+        self.dist_class = dist_class(self.action_space)
+        self.action_shape, self.action_dtype, self.num_dist_inputs = action_layout(
+            self.action_space
         )
+        gaussian = self.dist_class is DiagGaussian
+        return ActorCritic(
+            self.obs_dim,
+            self.num_dist_inputs,
+            self.config.hiddens,
+            self.config.activation,
+            gaussian_dim=self.action_shape[0] if gaussian else 0,
+            free_log_std=self.config.free_log_std,
+            log_std_init=self.config.log_std_init,
+        )
+
+    def dist(self, inputs: torch.Tensor) -> ActionDistribution:
+        """The action distributions whose inputs (``model.pi(obs)``) are ``inputs``."""
+        return self.dist_class.from_inputs(inputs)
 
     def compute_actions(
         self, obs: np.ndarray, explore: bool = True
@@ -85,16 +80,16 @@ class ActorCriticPolicy(TorchPolicy):
             obs: ``[B, *obs_shape]`` observations (space dtype).
 
         Returns:
-            ``(actions int64 [B], {"action_logp": float32 [B],
-            "action_dist_inputs": float32 [B, num_actions]})``.
+            ``(actions [B, *action_shape], {"action_logp": float32 [B],
+            "action_dist_inputs": float32 [B, num_dist_inputs]})``; Box actions are the
+            unclipped Gaussian samples.
         """
         with torch.inference_mode():
             logits = self.model.pi(to_tensor(np.asarray(obs))).numpy()
         if explore:
-            actions, logp = sample_categorical(logits, self._action_rng)
+            actions, logp = self.dist_class.sample(logits, self._action_rng)
         else:
-            actions = logits.argmax(axis=1).astype(np.int64)
-            logp = log_softmax(logits)[np.arange(actions.shape[0]), actions]
+            actions, logp = self.dist_class.mode(logits)
         return actions, {_SB.ACTION_LOGP: logp, _SB.ACTION_DIST_INPUTS: logits}
 
     def compute_values(self, obs: np.ndarray) -> np.ndarray:
@@ -118,10 +113,9 @@ class A2CPolicy(ActorCriticPolicy):
         self, t: Mapping[str, torch.Tensor]
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(logp [B], raw advantages [B], mean entropy, values [B], value targets [B])``."""
-        logits = self.model.pi(t[_SB.OBS])
-        logp_all = torch.log_softmax(logits, dim=-1)
-        logp = logp_all.gather(1, t[_SB.ACTIONS].long().unsqueeze(1)).squeeze(1)
-        entropy = -(logp_all.exp() * logp_all).sum(-1).mean()
+        dist = self.dist(self.model.pi(t[_SB.OBS]))
+        logp = dist.logp(t[_SB.ACTIONS])
+        entropy = dist.entropy().mean()
         values = self.model.vf(t[_SB.OBS])
         return logp, t[_SB.ADVANTAGES].float(), entropy, values, t[_SB.VALUE_TARGETS].float()
 

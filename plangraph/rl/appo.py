@@ -84,14 +84,14 @@ class APPOPolicy(IMPALAPolicy):
         self, t: Mapping[str, torch.Tensor], with_stats: bool = True
     ) -> tuple[torch.Tensor, Stats]:
         cfg = self.config
-        obs, actions = t[_SB.OBS], t[_SB.ACTIONS].long().unsqueeze(1)
-        logp_all = torch.log_softmax(self.model.pi(obs), dim=-1)
-        logp = logp_all.gather(1, actions).squeeze(1)
+        obs, actions = t[_SB.OBS], t[_SB.ACTIONS]
+        dist = self.dist(self.model.pi(obs))
+        logp = dist.logp(actions)
         values = self.model.vf(obs)
         behaviour_logp = t[_SB.ACTION_LOGP].float()
         with torch.no_grad():
-            old_logp_all = torch.log_softmax(self.target_model.pi(obs), dim=-1)
-            old_logp = old_logp_all.gather(1, actions).squeeze(1)
+            old_dist = self.dist(self.target_model.pi(obs))
+            old_logp = old_dist.logp(actions)
             is_ratio = torch.clamp(torch.exp(behaviour_logp - old_logp), 0.0, 2.0)
         vt = self._vtrace(t, old_logp, values)
         adv = vt.pg_advantages
@@ -101,8 +101,8 @@ class APPOPolicy(IMPALAPolicy):
         )
         policy_loss = -surrogate.mean()
         vf_loss = 0.5 * torch.mean((vt.vs - values) ** 2)
-        entropy = -(logp_all.exp() * logp_all).sum(-1).mean()
-        kl = (old_logp_all.exp() * (old_logp_all - logp_all)).sum(-1).mean()
+        entropy = dist.entropy().mean()
+        kl = old_dist.kl(dist).mean()
         total = policy_loss + cfg.vf_loss_coeff * vf_loss - cfg.entropy_coeff * entropy
         if cfg.use_kl_loss:
             total = total + self.kl_coeff * kl

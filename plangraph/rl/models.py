@@ -72,18 +72,42 @@ def flatten_obs(obs: torch.Tensor) -> torch.Tensor:
 class ActorCritic(nn.Module):
     """Separate policy and value MLPs (no shared trunk).
 
-    ``pi(obs)``: logits float32 ``[B, num_actions]``; ``vf(obs)``: values float32 ``[B]``.
+    ``pi(obs)``: distribution inputs float32 ``[B, num_inputs]`` (``plangraph.rl.
+    distributions``); ``vf(obs)``: values float32 ``[B]``.
+
+    ``gaussian_dim = D > 0`` makes ``pi`` a diagonal Gaussian's ``[mean (D), log_std (D)]``:
+    with ``free_log_std`` the policy MLP outputs the D means and ``log_std`` is one
+    state-independent parameter vector (initialised to ``log_std_init``); otherwise the
+    MLP outputs both halves (its log-std bias starts at ``log_std_init``).
     """
 
     def __init__(
-        self, obs_dim: int, num_actions: int, hiddens: Sequence[int], activation: str
+        self,
+        obs_dim: int,
+        num_actions: int,
+        hiddens: Sequence[int],
+        activation: str,
+        *,
+        gaussian_dim: int = 0,
+        free_log_std: bool = True,
+        log_std_init: float = 0.0,
     ) -> None:
         super().__init__()
-        self.pi_net = mlp(obs_dim, hiddens, num_actions, activation, out_gain=0.01)
+        self.free_log_std = gaussian_dim > 0 and free_log_std
+        out = gaussian_dim if self.free_log_std else num_actions
+        self.pi_net = mlp(obs_dim, hiddens, out, activation, out_gain=0.01)
         self.vf_net = mlp(obs_dim, hiddens, 1, activation, out_gain=1.0)
+        if self.free_log_std:
+            self.log_std = nn.Parameter(torch.full((gaussian_dim,), float(log_std_init)))
+        elif gaussian_dim > 0:
+            with torch.no_grad():
+                self.pi_net[-1].bias[gaussian_dim:] = float(log_std_init)
 
     def pi(self, obs: torch.Tensor) -> torch.Tensor:
-        return mlp_forward(self.pi_net, flatten_obs(obs))
+        out = mlp_forward(self.pi_net, flatten_obs(obs))
+        if self.free_log_std:
+            return torch.cat([out, self.log_std.expand_as(out)], dim=-1)
+        return out
 
     def vf(self, obs: torch.Tensor) -> torch.Tensor:
         return mlp_forward(self.vf_net, flatten_obs(obs)).squeeze(-1)

@@ -66,6 +66,7 @@ import numpy as np
 import torch
 
 from plangraph.rl.a2c import ActorCriticPolicy
+from plangraph.rl.distributions import action_layout
 from plangraph.rl.dqn import DQNPolicy
 from plangraph.rl.env_state import capture_env, restore_env
 from plangraph.rl.impala import IMPALAPolicy
@@ -111,8 +112,18 @@ def make_vector_env(env: EnvSpec, num_envs: int) -> gym.vector.SyncVectorEnv:
     )
 
 
+def _action_row(action_space: gym.Space[Any]) -> tuple[tuple[int, ...], np.dtype[Any]]:
+    """Row shape and dtype of the ``actions`` column: int64 ``()`` for ``Discrete``, the
+    space's own shape otherwise (float32 for ``Box``, int64 for ``MultiDiscrete``)."""
+    if isinstance(action_space, gym.spaces.Discrete):
+        return (), np.dtype(np.int64)
+    if isinstance(action_space, gym.spaces.Box):
+        return tuple(action_space.shape), np.dtype(np.float32)
+    return tuple(action_space.shape), np.dtype(np.int64)
+
+
 def sample_row_layout(
-    observation_space: gym.spaces.Box, action_space: gym.spaces.Discrete, policy_config: Any
+    observation_space: gym.spaces.Box, action_space: gym.Space[Any], policy_config: Any
 ) -> dict[str, tuple[tuple[int, ...], np.dtype[Any]]]:
     """Per-row shape and dtype of every column ``RolloutWorker.sample()`` returns for these
     spaces and this policy config, without stepping an env (memory estimates before launch).
@@ -128,7 +139,7 @@ def sample_row_layout(
     i64, f32, flag = np.dtype(np.int64), np.dtype(np.float32), np.dtype(bool)
     layout = {
         _SB.OBS: obs,
-        _SB.ACTIONS: ((), i64),
+        _SB.ACTIONS: _action_row(action_space),
         _SB.REWARDS: ((), f32),
         _SB.TERMINATEDS: ((), flag),
         _SB.TRUNCATEDS: ((), flag),
@@ -141,7 +152,7 @@ def sample_row_layout(
             layout[_SB.N_STEPS] = ((), i64)
     else:  # actor-critic: a2c, ppo
         layout[_SB.ACTION_LOGP] = ((), f32)
-        layout[_SB.ACTION_DIST_INPUTS] = ((int(action_space.n),), f32)
+        layout[_SB.ACTION_DIST_INPUTS] = ((action_layout(action_space)[2],), f32)
         for col in (_SB.VF_PREDS, _SB.BOOTSTRAP_VALUES, _SB.ADVANTAGES, _SB.VALUE_TARGETS):
             layout[col] = ((), f32)
     return layout
@@ -197,6 +208,10 @@ class RolloutWorker:
         )
         self._obs_shape = tuple(self.observation_space.shape)
         self._obs_dtype = self.observation_space.dtype
+        self._action_shape, self._action_dtype = _action_row(self.action_space)
+        box = isinstance(self.action_space, gym.spaces.Box)
+        self._action_low = self.action_space.low if box else None
+        self._action_high = self.action_space.high if box else None
         obs, _ = self.env.reset(seed=list(self.sub_env_seeds))
         self._obs = obs
         self._ep_return = np.zeros(self.num_envs, dtype=np.float64)
@@ -226,7 +241,7 @@ class RolloutWorker:
         policy, env = self.policy, self.env
         actor_critic = isinstance(policy, ActorCriticPolicy)
         obs_buf = np.empty((n, horizon, *self._obs_shape), dtype=self._obs_dtype)
-        act_buf = np.empty((n, horizon), dtype=np.int64)
+        act_buf = np.empty((n, horizon, *self._action_shape), dtype=self._action_dtype)
         rew_buf = np.empty((n, horizon), dtype=np.float32)
         term_buf = np.empty((n, horizon), dtype=bool)
         trunc_buf = np.empty((n, horizon), dtype=bool)
@@ -234,7 +249,7 @@ class RolloutWorker:
         t_buf = np.empty((n, horizon), dtype=np.int64)
         if actor_critic:
             logp_buf = np.empty((n, horizon), dtype=np.float32)
-            logits_buf = np.empty((n, horizon, policy.num_actions), dtype=np.float32)
+            logits_buf = np.empty((n, horizon, policy.num_dist_inputs), dtype=np.float32)
         # (t, sub-env, final observation) of every episode end in this fragment.
         finals: list[tuple[int, int, np.ndarray]] = []
         ep_returns: list[float] = []
@@ -250,6 +265,10 @@ class RolloutWorker:
             if actor_critic:
                 logp_buf[:, t] = extra[_SB.ACTION_LOGP]
                 logits_buf[:, t] = extra[_SB.ACTION_DIST_INPUTS]
+            # Box actions: the batch keeps the unclipped sample (its log-prob is the one
+            # recorded); only the env gets it clipped to the bounds.
+            if self._action_low is not None:
+                actions = np.clip(actions, self._action_low, self._action_high)
             obs, rew, term, trunc, infos = env.step(actions)
             rew_buf[:, t] = rew
             term_buf[:, t] = term
