@@ -73,7 +73,7 @@ def describe_space(space: Any) -> SpaceInfo:
         bounded = bool(np.all(np.isfinite(space.low)) and np.all(np.isfinite(space.high)))
     return SpaceInfo(
         kind=kind,
-        text=str(space),
+        text=" ".join(str(space).split()),
         shape=tuple(int(d) for d in shape) if shape is not None else (),
         dtype=str(dtype) if dtype is not None else None,
         bounded=bounded,

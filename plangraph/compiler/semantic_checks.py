@@ -19,6 +19,7 @@ from pydantic import BaseModel
 from plangraph.compiler.context import Context, join_hints
 from plangraph.compiler.env_spaces import EnvSpaces, env_spaces
 from plangraph.ir.refs import resource_ref_id
+from plangraph.ops.models import cnn_output_hw, is_image_shape
 from plangraph.ops.policies import PolicyConfigModel
 from plangraph.ops.resources import LearnerThreadParams, ReplayBufferParams, WorkerSetParams
 from plangraph.text import brief
@@ -188,7 +189,49 @@ def space_problems(
                 "encoding, e.g. gymnasium's FlattenObservation wrapper in a registered env)",
             )
         )
+    else:
+        out += _model_problems(policy, spaces)
     return out
+
+
+def _model_problems(policy: PolicyConfigModel, spaces: EnvSpaces) -> list[SpaceProblem]:
+    """A CNN model on observations that are no [H, W, C] image, or one too small for it."""
+    obs = spaces.observation
+    model = policy.resolved_model(obs.shape)
+    if model.type != "cnn":
+        return []
+    field = "policy/model" if policy.model is not None else "env"
+    which = f"the {policy.algo} policy's cnn model" + (
+        "" if policy.model is not None else " (the default for [H, W, C] observations)"
+    )
+    if not is_image_shape(obs.shape):
+        return [
+            SpaceProblem(
+                "PG177",
+                field,
+                f"{which} reads [H, W, C] image observations, but env {brief(spaces.env)} has "
+                f"observation space {obs.text} of shape {list(obs.shape)}",
+                'use {"type": "mlp"} as the model for vector observations, or an image env',
+            )
+        ]
+    sizes = cnn_output_hw((obs.shape[0], obs.shape[1]), model.conv_filters)
+    for i, (h, w) in enumerate(sizes):
+        if h >= 1 and w >= 1:
+            continue
+        before = (obs.shape[0], obs.shape[1]) if i == 0 else sizes[i - 1]
+        return [
+            SpaceProblem(
+                "PG177",
+                field,
+                f"{which} cannot read the {obs.shape[0]}x{obs.shape[1]} images of env "
+                f"{brief(spaces.env)}: conv_filters[{i}] {list(model.conv_filters[i])} "
+                f"([out_channels, kernel, stride]) does not fit the {before[0]}x{before[1]} "
+                "feature map it gets",
+                "give smaller kernels and strides in model.conv_filters (each layer maps n "
+                "to floor((n - kernel) / stride) + 1 >= 1), or resize the frames",
+            )
+        ]
+    return []
 
 
 def check_env_spaces(ctx: Context) -> None:

@@ -13,8 +13,17 @@ from __future__ import annotations
 import math
 from typing import Annotated, ClassVar, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+)
 from pydantic_core import PydanticCustomError
+
+from plangraph.ops.models import CNNModel, MLPModel, ModelConfig, default_model
 
 __all__ = [
     "CAPABILITIES",
@@ -88,9 +97,22 @@ class _PolicyBase(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     hiddens: tuple[int, ...] = Field(
-        (64, 64), description="Hidden layer widths of each MLP (policy and value nets)."
+        (64, 64),
+        description="Hidden layer widths of each MLP (policy and value nets) when no `model` "
+        "is given.",
     )
-    activation: Literal["tanh", "relu"] = Field("tanh", description="Hidden activation.")
+    activation: Literal["tanh", "relu"] = Field(
+        "tanh", description="Hidden activation when no `model` is given."
+    )
+    model: ModelConfig | None = Field(
+        None,
+        description=(
+            'The network: {"type": "mlp", "hiddens": [...], "activation": ...} or {"type": '
+            '"cnn", "conv_filters": [[out_channels, kernel, stride], ...], "hiddens": [...]}, '
+            "with vf_share_layers. None: the Nature CNN for [H, W, C] image observations, "
+            "else an MLP of `hiddens` and `activation`."
+        ),
+    )
     gamma: float = Field(0.99, ge=0.0, le=1.0, description="Discount factor.")
     lr: float = Field(3e-4, gt=0.0, description="Adam learning rate (per optimizer step).")
     lr_schedule: Schedule | None = Field(
@@ -104,6 +126,33 @@ class _PolicyBase(BaseModel):
     grad_clip: float | None = Field(
         0.5, gt=0.0, description="Max global L2 norm of the gradient; None disables clipping."
     )
+
+    @field_validator("model")
+    @classmethod
+    def _one_model_setting(
+        cls, model: MLPModel | CNNModel | None, info: ValidationInfo
+    ) -> MLPModel | CNNModel | None:
+        # hiddens and activation are declared before model, so they are validated already
+        both = [
+            f
+            for f in ("hiddens", "activation")
+            if f in info.data and info.data[f] != cls.model_fields[f].default
+        ]
+        if model is not None and both:
+            raise PydanticCustomError(
+                "model_and_hiddens",
+                "give the network either as `model` or as {fields}, not both (move "
+                "{fields} into `model`)",
+                {"fields": " and ".join(f"`{f}`" for f in both)},
+            )
+        return model
+
+    def resolved_model(self, obs_shape: tuple[int, ...]) -> MLPModel | CNNModel:
+        """The model for observations of ``obs_shape``: ``model``, else
+        ``plangraph.ops.models.default_model``."""
+        if self.model is not None:
+            return self.model
+        return default_model(obs_shape, self.hiddens, self.activation)
 
     #: what the policy can do (keys of :data:`CAPABILITIES`); not a setting
     capabilities: ClassVar[frozenset[str]] = frozenset({"gradients"})

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 import numpy as np
 import torch
 
+from plangraph.ops.models import MLPModel
 from plangraph.rl.advantage_norm import AdvantageNormTerms
 from plangraph.rl.distributions import (
     ActionDistribution,
@@ -26,7 +27,7 @@ from plangraph.rl.distributions import (
     action_layout,
     dist_class,
 )
-from plangraph.rl.models import ActorCritic
+from plangraph.rl.models import ActorCritic, EncoderActorCritic, build_encoder
 from plangraph.rl.policy import Stats, TorchPolicy, to_tensor
 from plangraph.rl.sample_batch import SampleBatch
 
@@ -49,22 +50,30 @@ class ActorCriticPolicy(TorchPolicy):
     diagonal Gaussian for a 1-D ``Box``.
     """
 
-    model: ActorCritic
+    model: ActorCritic | EncoderActorCritic
 
-    def _build_model(self) -> ActorCritic:
+    def _build_model(self) -> ActorCritic | EncoderActorCritic:
         self.dist_class = dist_class(self.action_space)
         self.action_shape, self.action_dtype, self.num_dist_inputs = action_layout(
             self.action_space
         )
-        gaussian = self.dist_class is DiagGaussian
-        return ActorCritic(
-            self.obs_dim,
-            self.num_dist_inputs,
-            self.config.hiddens,
-            self.config.activation,
-            gaussian_dim=self.action_shape[0] if gaussian else 0,
+        gaussian = dict(
+            gaussian_dim=self.action_shape[0] if self.dist_class is DiagGaussian else 0,
             free_log_std=self.config.free_log_std,
             log_std_init=self.config.log_std_init,
+        )
+        obs_shape = tuple(self.observation_space.shape)
+        model = self.config.resolved_model(obs_shape)
+        if isinstance(model, MLPModel) and not model.vf_share_layers:
+            return ActorCritic(
+                self.obs_dim, self.num_dist_inputs, model.hiddens, model.activation, **gaussian
+            )
+        dtype = self.observation_space.dtype
+        return EncoderActorCritic(
+            lambda: build_encoder(model, obs_shape, dtype),
+            self.num_dist_inputs,
+            model.vf_share_layers,
+            **gaussian,
         )
 
     def dist(self, inputs: torch.Tensor) -> ActionDistribution:
@@ -113,10 +122,10 @@ class A2CPolicy(ActorCriticPolicy):
         self, t: Mapping[str, torch.Tensor]
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(logp [B], raw advantages [B], mean entropy, values [B], value targets [B])``."""
-        dist = self.dist(self.model.pi(t[_SB.OBS]))
+        inputs, values = self.model.pi_vf(t[_SB.OBS])
+        dist = self.dist(inputs)
         logp = dist.logp(t[_SB.ACTIONS])
         entropy = dist.entropy().mean()
-        values = self.model.vf(t[_SB.OBS])
         return logp, t[_SB.ADVANTAGES].float(), entropy, values, t[_SB.VALUE_TARGETS].float()
 
     def _loss(

@@ -41,7 +41,7 @@ import numpy as np
 import torch
 
 from plangraph.rl.impala import IMPALAPolicy, importance_ratio_stats, vf_explained_variance
-from plangraph.rl.models import ActorCritic
+from plangraph.rl.models import ActorCritic, EncoderActorCritic
 from plangraph.rl.policy import Stats
 from plangraph.rl.sample_batch import SampleBatch
 
@@ -56,7 +56,7 @@ class APPOPolicy(IMPALAPolicy):
     and the current ``kl_coeff``.
     """
 
-    def _build_model(self) -> ActorCritic:
+    def _build_model(self) -> ActorCritic | EncoderActorCritic:
         model = super()._build_model()
         self.target_model = copy.deepcopy(model)
         for p in self.target_model.parameters():
@@ -85,9 +85,9 @@ class APPOPolicy(IMPALAPolicy):
     ) -> tuple[torch.Tensor, Stats]:
         cfg = self.config
         obs, actions = t[_SB.OBS], t[_SB.ACTIONS]
-        dist = self.dist(self.model.pi(obs))
+        inputs, values = self.model.pi_vf(obs)
+        dist = self.dist(inputs)
         logp = dist.logp(actions)
-        values = self.model.vf(obs)
         behaviour_logp = t[_SB.ACTION_LOGP].float()
         with torch.no_grad():
             old_dist = self.dist(self.target_model.pi(obs))

@@ -30,7 +30,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from plangraph.rl.models import QNetwork
+from plangraph.ops.models import MLPModel
+from plangraph.rl.models import EncoderQNetwork, QNetwork, build_encoder
 from plangraph.rl.policy import Stats, TorchPolicy, to_tensor
 from plangraph.rl.sample_batch import SampleBatch
 
@@ -40,7 +41,7 @@ _SB = SampleBatch
 class DQNPolicy(TorchPolicy):
     """DQN policy: online Q-network, target Q-network, epsilon-greedy exploration."""
 
-    model: QNetwork
+    model: QNetwork | EncoderQNetwork
     loss_columns = (
         _SB.OBS,
         _SB.ACTIONS,
@@ -52,10 +53,15 @@ class DQNPolicy(TorchPolicy):
     )
     optional_loss_columns = (_SB.WEIGHTS, _SB.N_STEPS)
 
-    def _build_model(self) -> QNetwork:
-        model = QNetwork(
-            self.obs_dim, self.num_actions, self.config.hiddens, self.config.activation
-        )
+    def _build_model(self) -> QNetwork | EncoderQNetwork:
+        obs_shape = tuple(self.observation_space.shape)
+        cfg = self.config.resolved_model(obs_shape)
+        model: QNetwork | EncoderQNetwork
+        if isinstance(cfg, MLPModel):  # one network: vf_share_layers does not apply
+            model = QNetwork(self.obs_dim, self.num_actions, cfg.hiddens, cfg.activation)
+        else:
+            encoder = build_encoder(cfg, obs_shape, self.observation_space.dtype)
+            model = EncoderQNetwork(encoder, self.num_actions)
         self.target_model = copy.deepcopy(model)
         for p in self.target_model.parameters():
             p.requires_grad_(False)

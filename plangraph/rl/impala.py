@@ -107,16 +107,16 @@ class IMPALAPolicy(ActorCriticPolicy):
         """
         t = self._tensors(batch)
         with torch.no_grad():
-            logp = self.dist(self.model.pi(t[_SB.OBS])).logp(t[_SB.ACTIONS])
-            return self._vtrace(t, logp, self.model.vf(t[_SB.OBS]))
+            inputs, values = self.model.pi_vf(t[_SB.OBS])
+            return self._vtrace(t, self.dist(inputs).logp(t[_SB.ACTIONS]), values)
 
     def _loss(
         self, t: Mapping[str, torch.Tensor], with_stats: bool = True
     ) -> tuple[torch.Tensor, Stats]:
         cfg = self.config
-        dist = self.dist(self.model.pi(t[_SB.OBS]))
+        inputs, values = self.model.pi_vf(t[_SB.OBS])
+        dist = self.dist(inputs)
         logp = dist.logp(t[_SB.ACTIONS])
-        values = self.model.vf(t[_SB.OBS])
         vt = self._vtrace(t, logp, values)
         policy_loss = -(logp * vt.pg_advantages).mean()
         vf_loss = 0.5 * torch.mean((vt.vs - values) ** 2)

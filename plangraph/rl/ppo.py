@@ -47,7 +47,8 @@ class PPOPolicy(ActorCriticPolicy):
         self, t: Mapping[str, torch.Tensor], with_stats: bool = True
     ) -> tuple[torch.Tensor, Stats]:
         cfg = self.config
-        dist = self.dist(self.model.pi(t[_SB.OBS]))
+        inputs, values = self.model.pi_vf(t[_SB.OBS])
+        dist = self.dist(inputs)
         logp = dist.logp(t[_SB.ACTIONS])
         old_logp = t[_SB.ACTION_LOGP].float()
         adv = t[_SB.ADVANTAGES].float()
@@ -60,7 +61,6 @@ class PPOPolicy(ActorCriticPolicy):
         )
         policy_loss = -surrogate.mean()
 
-        values = self.model.vf(t[_SB.OBS])
         targets = t[_SB.VALUE_TARGETS].float()
         vf_err = (values - targets) ** 2
         if cfg.vf_clip_param is not None:
