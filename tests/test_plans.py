@@ -15,7 +15,16 @@ from plangraph.ir import Plan
 from plangraph.ops.schema import SCHEMA_PATH, SCHEMA_REF_FROM_PLANS
 
 PLANS = Path(__file__).resolve().parent.parent / "plans"
-NAMES = ("a2c", "a2c_microbatch", "appo", "dqn", "impala", "ppo")
+NAMES = (
+    "a2c",
+    "a2c_microbatch",
+    "appo",
+    "dqn",
+    "impala",
+    "ppo",
+    "ppo_pendulum",
+    "sac_pendulum",
+)
 
 
 def _py_plan(name: str) -> Plan:

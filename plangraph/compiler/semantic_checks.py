@@ -198,9 +198,21 @@ def _model_problems(policy: PolicyConfigModel, spaces: EnvSpaces) -> list[SpaceP
     """A CNN model on observations that are no [H, W, C] image, or one too small for it."""
     obs = spaces.observation
     model = policy.resolved_model(obs.shape)
+    field = "policy/model" if policy.model is not None else "env"
+    if model.type not in policy.model_types:
+        kinds = " and ".join(sorted(policy.model_types))
+        return [
+            SpaceProblem(
+                "PG177",
+                field,
+                f"the {policy.algo} policy builds {kinds} models only, but its model for the "
+                f"observations {list(obs.shape)} of env {brief(spaces.env)} is a {model.type}",
+                f'give a model of type {kinds} ({{"type": "mlp", ...}} flattens any Box '
+                "observation)",
+            )
+        ]
     if model.type != "cnn":
         return []
-    field = "policy/model" if policy.model is not None else "env"
     which = f"the {policy.algo} policy's cnn model" + (
         "" if policy.model is not None else " (the default for [H, W, C] observations)"
     )

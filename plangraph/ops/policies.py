@@ -31,13 +31,14 @@ __all__ = [
     "DQNConfig",
     "PPOConfig",
     "PolicyConfig",
+    "SACConfig",
     "Schedule",
     "check_schedule",
 ]
 
 CAPABILITIES: dict[str, str] = {
     "gradients": "computes gradients without applying them and applies given gradients "
-    "(ComputeGradients, ApplyGradients)",
+    "(ComputeGradients, ApplyGradients; SAC steps three optimizers and has none)",
     "target_network": "keeps a target network that UpdateTarget syncs with the online one",
     "replay": "learns from single transitions sampled out of order from a replay buffer "
     "(its loss needs only obs, actions, rewards, next_obs, terminateds)",
@@ -46,9 +47,9 @@ CAPABILITIES: dict[str, str] = {
 
 Kept as data here (not read off the torch classes in ``plangraph.rl``) so the compiler
 can refuse an operator the policy cannot serve without importing torch; each entry
-mirrors the policy class: ``update_target()`` exists on DQN and APPO only, and only DQN's
-loss is correct on replayed rows (A2C/PPO need the advantages of whole fresh fragments,
-IMPALA/APPO's V-trace whole segments in order).
+mirrors the policy class: ``update_target()`` exists on DQN, APPO and SAC only, and only
+DQN's and SAC's losses are correct on replayed rows (A2C/PPO need the advantages of whole
+fresh fragments, IMPALA/APPO's V-trace whole segments in order).
 """
 
 
@@ -162,6 +163,8 @@ class _PolicyBase(BaseModel):
     #: whether every bound of a ``Box`` action space must be finite (actions are squashed
     #: into them rather than clipped)
     needs_bounded_actions: ClassVar[bool] = False
+    #: the model types (``plangraph.ops.models``) it builds (PG177 for others)
+    model_types: ClassVar[frozenset[str]] = frozenset({"mlp", "cnn"})
     #: observation spaces its models read (PG177): a ``Box`` of any dtype and shape
     observation_spaces: ClassVar[frozenset[str]] = frozenset({"Box"})
     #: the batches its loss is correct on (said when a plan feeds it others)
@@ -332,10 +335,65 @@ class APPOConfig(_VTraceBase):
     )
 
 
+class SACConfig(_PolicyBase):
+    """Soft actor-critic (Haarnoja et al. 2018, "Soft Actor-Critic Algorithms and
+    Applications"): a tanh-squashed Gaussian actor, twin Q-networks with target copies
+    (UpdateTarget with ``tau`` < 1 keeps them as Polyak averages) and automatic tuning of
+    the entropy temperature alpha towards ``target_entropy``.
+
+    Defaults follow the paper's (and SB3's) SAC: 256x256 ReLU networks, lr 3e-4 for the
+    actor, the critics and alpha, gamma 0.99, target entropy -dim(A), no gradient clipping.
+    """
+
+    algo: Literal["sac"] = "sac"
+    learns_from: ClassVar[str] = "single transitions (obs, actions, rewards, next_obs)"
+    capabilities: ClassVar[frozenset[str]] = frozenset({"target_network", "replay"})
+    action_spaces: ClassVar[frozenset[str]] = frozenset({"Box"})
+    needs_bounded_actions: ClassVar[bool] = True
+    model_types: ClassVar[frozenset[str]] = frozenset({"mlp"})
+    hiddens: tuple[int, ...] = Field(
+        (256, 256),
+        description="Hidden layer widths of the actor and of each Q-network when no `model` "
+        "is given.",
+    )
+    activation: Literal["tanh", "relu"] = Field(
+        "relu", description="Hidden activation when no `model` is given."
+    )
+    lr: float = Field(
+        3e-4, gt=0.0, description="Adam learning rate of the actor, the critics and alpha."
+    )
+    grad_clip: float | None = Field(
+        None,
+        gt=0.0,
+        description="Max L2 norm of each of the actor's and the critics' gradients; None "
+        "disables clipping.",
+    )
+    initial_alpha: float = Field(
+        1.0, gt=0.0, description="Entropy temperature alpha before any update."
+    )
+    target_entropy: float | None = Field(
+        None,
+        description="Entropy alpha is tuned towards, in nats per action; None: -dim(A) "
+        "(Haarnoja et al. 2018, sec. 5).",
+    )
+    random_timesteps: int = Field(
+        0,
+        ge=0,
+        description="Env steps sampled during which actions are drawn uniformly from the "
+        "bounds instead of from the actor (exploration before learning starts).",
+    )
+    n_step: int = Field(
+        1,
+        ge=1,
+        description="n-step soft Q targets: sum up to n discounted rewards within one "
+        "episode and fragment, then bootstrap with gamma**k. 1 = one-step SAC.",
+    )
+
+
 PolicyConfig = Annotated[
-    A2CConfig | PPOConfig | DQNConfig | IMPALAConfig | APPOConfig,
+    A2CConfig | PPOConfig | DQNConfig | IMPALAConfig | APPOConfig | SACConfig,
     Field(discriminator="algo"),
 ]
 
-PolicyConfigModel = A2CConfig | PPOConfig | DQNConfig | IMPALAConfig | APPOConfig
+PolicyConfigModel = A2CConfig | PPOConfig | DQNConfig | IMPALAConfig | APPOConfig | SACConfig
 """Any one policy config model (the members of ``PolicyConfig``)."""

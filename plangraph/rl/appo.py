@@ -41,7 +41,7 @@ import numpy as np
 import torch
 
 from plangraph.rl.impala import IMPALAPolicy, importance_ratio_stats, vf_explained_variance
-from plangraph.rl.models import ActorCritic, EncoderActorCritic
+from plangraph.rl.models import ActorCritic, EncoderActorCritic, soft_update
 from plangraph.rl.policy import Stats
 from plangraph.rl.sample_batch import SampleBatch
 
@@ -65,9 +65,13 @@ class APPOPolicy(IMPALAPolicy):
         self._last_kl: float | None = None
         return model
 
-    def update_target(self) -> None:
-        """Copy the online network into the target network; adapt ``kl_coeff`` (module doc)."""
-        self.target_model.load_state_dict(self.model.state_dict())
+    def update_target(self, tau: float = 1.0) -> None:
+        """Copy the online network into the target network (``tau < 1``: move it that
+        fraction of the way); adapt ``kl_coeff`` (module doc)."""
+        if tau >= 1.0:
+            self.target_model.load_state_dict(self.model.state_dict())
+        else:
+            soft_update(self.target_model, self.model, tau)
         if self.config.use_kl_loss and self._last_kl is not None:
             self.update_kl(self._last_kl)
         self._last_kl = None

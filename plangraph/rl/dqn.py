@@ -31,7 +31,7 @@ import torch
 import torch.nn.functional as F
 
 from plangraph.ops.models import MLPModel
-from plangraph.rl.models import EncoderQNetwork, QNetwork, build_encoder
+from plangraph.rl.models import EncoderQNetwork, QNetwork, build_encoder, soft_update
 from plangraph.rl.policy import Stats, TorchPolicy, to_tensor
 from plangraph.rl.sample_batch import SampleBatch
 
@@ -102,9 +102,13 @@ class DQNPolicy(TorchPolicy):
         with torch.inference_mode():
             return self.model(to_tensor(np.asarray(obs))).numpy()
 
-    def update_target(self) -> None:
-        """Copy the online network into the target network (hard update)."""
-        self.target_model.load_state_dict(self.model.state_dict())
+    def update_target(self, tau: float = 1.0) -> None:
+        """Copy the online network into the target network (``tau = 1``: hard update), or
+        move the target towards it, ``target <- (1 - tau) target + tau online``."""
+        if tau >= 1.0:
+            self.target_model.load_state_dict(self.model.state_dict())
+        else:
+            soft_update(self.target_model, self.model, tau)
 
     def _loss(
         self, t: Mapping[str, torch.Tensor], with_stats: bool = True

@@ -300,3 +300,12 @@ class EncoderQNetwork(nn.Module):
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         return F.linear(self.encoder(obs), self.q_head.weight, self.q_head.bias)
+
+
+def soft_update(target: nn.Module, online: nn.Module, tau: float) -> None:
+    """Polyak averaging: every parameter and buffer ``t <- (1 - tau) t + tau o`` of two
+    modules of the same structure."""
+    with torch.no_grad():
+        dst = [*target.parameters(), *target.buffers()]
+        src = [*online.parameters(), *online.buffers()]
+        torch._foreach_lerp_(dst, src, float(tau))

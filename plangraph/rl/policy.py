@@ -39,6 +39,7 @@ from plangraph.ops.policies import (
     PolicyConfig,
     PolicyConfigModel,
     PPOConfig,
+    SACConfig,
 )
 from plangraph.rl.advantage_norm import AdvantageNormTerms
 from plangraph.rl.sample_batch import SampleBatch
@@ -55,7 +56,9 @@ def as_policy_config(config: Any) -> PolicyConfigModel:
     Raises:
         pydantic.ValidationError: the dict is not a valid ``PolicyConfig``.
     """
-    if isinstance(config, A2CConfig | PPOConfig | DQNConfig | IMPALAConfig | APPOConfig):
+    if isinstance(
+        config, A2CConfig | PPOConfig | DQNConfig | IMPALAConfig | APPOConfig | SACConfig
+    ):
         return config
     return _CONFIG_ADAPTER.validate_python(config)
 

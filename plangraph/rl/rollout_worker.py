@@ -30,7 +30,7 @@ Postprocessing (on the worker, before flattening):
   ``next_obs`` holds the observation to bootstrap from there (the final observation at an
   episode end, the next observation at the cut); ``policy_version`` stamps every row with
   the version of the weights that acted (``set_weights(..., {"policy_version": v})``).
-* ``dqn``: ``next_obs`` (the final observation at an episode end). With ``n_step > 1``
+* ``dqn``, ``sac``: ``next_obs`` (the final observation at an episode end). With ``n_step > 1``
   each row becomes an n-step transition (``_n_step_transitions``): ``rewards`` holds the
   discounted sum of up to ``n_step`` rewards of the same episode within the fragment,
   ``next_obs``/``terminateds``/``truncateds`` are those of the last step summed and
@@ -67,7 +67,6 @@ import torch
 
 from plangraph.rl.a2c import ActorCriticPolicy
 from plangraph.rl.distributions import action_layout
-from plangraph.rl.dqn import DQNPolicy
 from plangraph.rl.env_state import capture_env, restore_env
 from plangraph.rl.impala import IMPALAPolicy
 from plangraph.rl.policies import make_policy
@@ -146,7 +145,7 @@ def sample_row_layout(
         _SB.EPS_ID: ((), i64),
         _SB.T: ((), i64),
     }
-    if config.algo == "dqn":
+    if "replay" in config.capabilities:  # dqn, sac
         layout[_SB.NEXT_OBS] = obs
         if config.n_step > 1:
             layout[_SB.N_STEPS] = ((), i64)
@@ -303,7 +302,7 @@ class RolloutWorker:
                 columns.update(self._segments(obs_buf, term_buf, trunc_buf, finals))
             else:
                 columns.update(self._postprocess_actor_critic(obs_buf, rew_buf, term_buf, finals))
-        elif isinstance(policy, DQNPolicy):
+        elif "replay" in self.config.capabilities:  # dqn, sac: single transitions
             columns[_SB.NEXT_OBS] = self._next_obs(obs_buf, finals)
             if self.config.n_step > 1:
                 columns.update(self._n_step_transitions(columns))

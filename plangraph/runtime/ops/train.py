@@ -182,7 +182,10 @@ def _update_target(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIter
         due = now > last if p.freq == 0 else now // p.freq > last // p.freq
         if due:
             with lock:  # a learner thread may be training this policy
-                ws.local_policy.update_target()
+                if p.tau == 1.0:
+                    ws.local_policy.update_target()
+                else:
+                    ws.local_policy.update_target(tau=p.tau)
             metrics.counters[TARGET_UPDATES] += 1
             metrics.counters[last_key] = now
         return item
