@@ -3,8 +3,9 @@
 The shape of ``plans/dqn.py``: two branches driven round-robin by one ``Concurrently``;
 rollouts are stored into the replay buffer, replayed batches train the actor, the critics
 and the entropy temperature, and the target critics follow the online ones by Polyak
-averaging after every update (``UpdateTarget(freq=0, unit="trained", tau)``). Only the training branch's
-items (``output_indexes=[1]``) reach metrics::
+averaging after every update (``UpdateTarget(freq=0, unit="trained", tau)``: the trained
+counter moves with each update). Only the training branch's items (``output_indexes=[1]``)
+reach metrics::
 
     store_op = ParallelRollouts(workers, mode="bulk_sync").for_each(StoreToReplay(buffer))
     replay_op = Replay(buffer).for_each(TrainOneStep(workers))
