@@ -149,10 +149,9 @@ ApplyGradients = register_op(
 
 
 class UpdateTargetParams(OpParams):
-    """Sync the target network (DQN, APPO, SAC) with the online network every ``freq`` env
-    steps.
+    """Sync the target network (DQN, APPO) with the online network every ``freq`` env steps.
 
-    Fires each time the chosen counter (``num_env_steps_sampled`` or
+    SAC's target critics are synced the same way. Fires each time the chosen counter (``num_env_steps_sampled`` or
     ``num_env_steps_trained``) passes a multiple of ``freq``; ``freq == 0`` syncs after
     every item. ``tau == 1`` copies the online network (a hard update, as DQN); ``tau < 1``
     moves the target towards it, ``target <- (1 - tau) target + tau online`` (Polyak
