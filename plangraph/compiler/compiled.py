@@ -362,7 +362,7 @@ def _model_lines(params: BaseModel, indent: str, width: int) -> list[str]:
         return []
     from plangraph.compiler.env_spaces import env_spaces
 
-    spaces = env_spaces(env)
+    spaces = env_spaces(env, getattr(params, "wrappers", ()))
     if spaces is None:
         return [f"{indent}env spaces: unknown at compile time (env {_inline(env)})"]
     obs = spaces.observation

@@ -135,13 +135,18 @@ def _write_cache(path: Path, key: str, envs: dict[str, Any]) -> None:
                 os.unlink(tmp)
 
 
-def _create(env_id: str) -> EnvSpaces | None:
+def _create(env_id: str, specs: str) -> EnvSpaces | None:
     import gymnasium
 
     if env_id not in gymnasium.registry:
         return None
     try:
         env = gymnasium.make(env_id)
+        if specs:
+            from plangraph.ops.wrappers import WrapperSpec
+            from plangraph.rl.wrappers import wrapped_env
+
+            env = wrapped_env(env, [WrapperSpec.model_validate(w) for w in json.loads(specs)])
     except Exception:  # e.g. a missing optional dependency: the build reports it
         return None
     try:
@@ -153,15 +158,22 @@ def _create(env_id: str) -> EnvSpaces | None:
             env.close()
 
 
-@functools.lru_cache(maxsize=64)
-def env_spaces(env_id: str) -> EnvSpaces | None:
-    """The spaces of the gymnasium env registered as ``env_id``.
+def env_spaces(env_id: str, wrappers: tuple[Any, ...] = ()) -> EnvSpaces | None:
+    """The spaces of the gymnasium env registered as ``env_id``, inside ``wrappers``
+    (``plangraph.ops.wrappers.WrapperSpec``, applied in order).
 
     Returns:
         ``EnvSpaces``, or None when they cannot be known at compile time: a ``module:``
         prefixed id, an id gymnasium does not register, an env whose creation fails (a
         missing optional dependency), or no gymnasium installed.
     """
+    specs = json.dumps([w.model_dump(mode="json") for w in wrappers], sort_keys=True)
+    return _env_spaces(env_id, specs if wrappers else "")
+
+
+@functools.lru_cache(maxsize=64)
+def _env_spaces(env_id: str, specs: str) -> EnvSpaces | None:
+    """``env_spaces`` by hashable arguments: ``specs`` is the wrappers' JSON ("" for none)."""
     if ":" in env_id:
         return None
     key = _gymnasium_key()
@@ -169,11 +181,12 @@ def env_spaces(env_id: str) -> EnvSpaces | None:
         return None
     path = _cache_dir() / _CACHE_FILE
     cached = _read_cache(path, key)
-    if env_id in cached:
+    name = f"{env_id} {specs}" if specs else env_id  # a wrapped env: cached by its wrappers
+    if name in cached:
         with contextlib.suppress(KeyError, TypeError, ValueError):
-            return _from_dict(env_id, cached[env_id])
-    found = _create(env_id)
+            return _from_dict(env_id, cached[name])
+    found = _create(env_id, specs)
     if found is not None:
         entry = {"observation": asdict(found.observation), "action": asdict(found.action)}
-        _write_cache(path, key, {**_read_cache(path, key), env_id: entry})
+        _write_cache(path, key, {**_read_cache(path, key), name: entry})
     return found

@@ -185,8 +185,9 @@ def space_problems(
                 "env",
                 f"the {policy.algo} policy's model reads {kinds} observations (any shape and "
                 f"dtype, cast to float32), but env {env} has observation space {obs.text}",
-                "use an env with Box observations (a Discrete observation needs a one-hot "
-                "encoding, e.g. gymnasium's FlattenObservation wrapper in a registered env)",
+                "use an env with Box observations, or wrap it: a Discrete observation "
+                'becomes its one-hot Box with {"name": "flatten_observation"} in the worker '
+                "set's wrappers",
             )
         )
     else:
@@ -252,7 +253,7 @@ def check_env_spaces(ctx: Context) -> None:
         ws = ctx.res_params.get(rid)
         if not isinstance(ws, WorkerSetParams):
             continue
-        spaces = env_spaces(ws.env)
+        spaces = env_spaces(ws.env, ws.wrappers)
         if spaces is None:
             continue
         for problem in space_problems(ws.policy, spaces, f"/resources/{rid}/params/policy/algo"):

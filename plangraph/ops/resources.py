@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from plangraph.ir.plan import Resource
 from plangraph.ops.policies import PolicyConfig
 from plangraph.ops.registry import ResourceKind, register_resource_kind
+from plangraph.ops.wrappers import WrapperSpec
 
 
 class WorkerSetParams(BaseModel):
@@ -27,6 +28,14 @@ class WorkerSetParams(BaseModel):
         64, ge=1, description="Env steps per sub-env in one sample() call."
     )
     policy: PolicyConfig = Field(description="Algorithm and its hyperparameters.")
+    wrappers: tuple[WrapperSpec, ...] = Field(
+        (),
+        description=(
+            'Env preprocessing on the workers: [{"name": ..., "params": {...}}, ...], '
+            "registered wrappers (plangraph.ops.wrappers) applied in order, the first "
+            "innermost."
+        ),
+    )
     max_worker_restarts: int = Field(
         3,
         ge=0,

@@ -142,8 +142,13 @@ class WorkerSet:
                 params.worker_restart_backoff_s,
             ),
         )
+        env: EnvSpec = params.env
+        if params.wrappers:
+            from plangraph.rl.wrappers import WrappedEnvCreator
+
+            env = WrappedEnvCreator(params.env, params.wrappers)
         return cls(
-            params.env,
+            env,
             params.num_workers,
             params.num_envs_per_worker,
             params.rollout_fragment_length,

@@ -82,7 +82,7 @@ def _check_spaces(rid: str, params: Any) -> None:
     from plangraph.compiler.env_spaces import env_spaces
     from plangraph.compiler.semantic_checks import space_problems
 
-    spaces = env_spaces(params.env)
+    spaces = env_spaces(params.env, params.wrappers)
     if spaces is None:
         return
     problems = space_problems(params.policy, spaces, "the plan's policy algo")

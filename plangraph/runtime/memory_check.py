@@ -93,13 +93,18 @@ def estimate_replay_memory(
         if not feeders:
             continue
         ws_params = params[feeders[0]]
-        if ws_params.env not in spaces:
+        key = (ws_params.env, ws_params.wrappers)
+        if key not in spaces:
             env = env_creator(ws_params.env)()
+            if ws_params.wrappers:
+                from plangraph.rl.wrappers import wrapped_env
+
+                env = wrapped_env(env, ws_params.wrappers)
             try:
-                spaces[ws_params.env] = (env.observation_space, env.action_space)
+                spaces[key] = (env.observation_space, env.action_space)
             finally:
                 env.close()
-        layout = sample_row_layout(*spaces[ws_params.env], ws_params.policy)
+        layout = sample_row_layout(*spaces[key], ws_params.policy)
         p = params[rid]
         row = replay_nbytes(1, layout)
         raw = compiled.plan.resources[rid].params.get("capacity")
