@@ -153,9 +153,10 @@ class UpdateTargetParams(OpParams):
 
     SAC's target critics are synced the same way. Fires each time the chosen counter
     (``num_env_steps_sampled`` or ``num_env_steps_trained``) passes a multiple of ``freq``;
-    ``freq == 0`` syncs after every item that saw progress. ``tau == 1`` copies the online network (a hard update, as DQN); ``tau < 1``
-    moves the target towards it, ``target <- (1 - tau) target + tau online`` (Polyak
-    averaging, as SAC with ``freq = 0``: after every train step). Counts syncs in
+    ``freq == 0`` syncs after every item that saw progress. ``tau == 1`` copies the online
+    network (a hard update, as DQN); ``tau < 1`` moves the target towards it,
+    ``target <- (1 - tau) target + tau online`` (Polyak averaging, as SAC with ``freq = 0``
+    and ``unit = "trained"``: after every train step). Counts syncs in
     ``num_target_updates``. Passes its input through.
     """
 
