@@ -8,8 +8,9 @@ importing gymnasium; each kind names its builder as ``"module:function"``
 workers, and the compiler when it reads the wrapped env's spaces).
 
 Built in (``plangraph/rl/wrappers.py``): ``clip_reward``, ``scale_reward``,
-``flatten_observation`` (e.g. a ``Discrete`` observation to its one-hot ``Box``) and
-``time_limit``. :func:`register_wrapper` adds one.
+``flatten_observation`` (e.g. a ``Discrete`` observation to its one-hot ``Box``),
+``normalize_observation`` (running mean and std pooled over the worker set's rollout
+workers, synced with each weight broadcast and saved in checkpoints) and ``time_limit``. :func:`register_wrapper` adds one.
 """
 
 from __future__ import annotations
@@ -125,6 +126,11 @@ class FlattenObservationParams(_Params):
     pass
 
 
+class NormalizeObservationParams(_Params):
+    clip: float = Field(10.0, gt=0.0, description="Normalised values are clipped to +-clip.")
+    epsilon: float = Field(1e-8, gt=0.0, description="Added to the variance.")
+
+
 class TimeLimitParams(_Params):
     max_episode_steps: int = Field(ge=1, description="Env steps after which to truncate.")
 
@@ -148,6 +154,13 @@ for _kind in (
         "plangraph.rl.wrappers:flatten_observation",
         "Flatten the observation to a 1-D Box; a Discrete one becomes its one-hot encoding "
         "(gymnasium FlattenObservation).",
+    ),
+    WrapperKind(
+        "normalize_observation",
+        NormalizeObservationParams,
+        "plangraph.rl.wrappers:normalize_observation",
+        "Standardise observations by running mean and std pooled over all rollout workers "
+        "(synced with each weight broadcast, saved in checkpoints).",
     ),
     WrapperKind(
         "time_limit",

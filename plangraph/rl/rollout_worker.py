@@ -421,10 +421,35 @@ class RolloutWorker:
         if global_vars:
             if "policy_version" in global_vars:
                 self.policy_version = int(global_vars["policy_version"])
-            self.policy.set_global_vars(global_vars)
+            self.set_global_vars(global_vars)
 
     def set_global_vars(self, global_vars: Mapping[str, Any]) -> None:
+        """Global vars for the policy (``timestep``) and, under ``"obs_filter"``, the worker
+        set's pooled observation moments for every ``normalize_observation`` layer."""
         self.policy.set_global_vars(global_vars)
+        moments = global_vars.get("obs_filter")
+        if moments is not None:
+            for layer in self._normalizers():
+                layer.set_moments(moments["count"], moments["mean"], moments["m2"])
+
+    def _normalizers(self) -> list[Any]:
+        from plangraph.rl.wrappers import find_normalizers
+
+        return [layer for sub_env in self.env.envs for layer in find_normalizers(sub_env)]
+
+    def take_obs_filter_delta(self) -> dict[str, Any] | None:
+        """The observation moments every ``normalize_observation`` layer of this worker
+        saw since the last call, pooled (``{"count", "mean", "m2"}``, float64), and
+        cleared; None when the env has no such layer."""
+        from plangraph.rl.wrappers import merge_moments
+
+        layers = self._normalizers()
+        if not layers:
+            return None
+        pooled = layers[0].take_delta()
+        for layer in layers[1:]:
+            pooled = merge_moments(pooled, layer.take_delta())
+        return {"count": pooled[0], "mean": pooled[1], "m2": pooled[2]}
 
     # --- checkpoints ------------------------------------------------------------------
     def get_state(self, include_policy: bool = True) -> dict[str, Any]:
