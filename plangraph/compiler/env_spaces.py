@@ -143,8 +143,7 @@ def _create(env_id: str, specs: str) -> EnvSpaces | None:
     try:
         env = gymnasium.make(env_id)
         if specs:
-            from plangraph.ops.wrappers import WrapperSpec
-            from plangraph.rl.wrappers import wrapped_env
+            from plangraph.ops.wrappers import WrapperSpec, wrapped_env
 
             env = wrapped_env(env, [WrapperSpec.model_validate(w) for w in json.loads(specs)])
     except Exception:  # e.g. a missing optional dependency: the build reports it

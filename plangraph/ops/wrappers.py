@@ -10,11 +10,14 @@ workers, and the compiler when it reads the wrapped env's spaces).
 Built in (``plangraph/rl/wrappers.py``): ``clip_reward``, ``scale_reward``,
 ``flatten_observation`` (e.g. a ``Discrete`` observation to its one-hot ``Box``),
 ``normalize_observation`` (running mean and std pooled over the worker set's rollout
-workers, synced with each weight broadcast and saved in checkpoints) and ``time_limit``. :func:`register_wrapper` adds one.
+workers, synced with each weight broadcast and saved in checkpoints) and ``time_limit``.
+:func:`register_wrapper` adds one; :func:`wrapped_env` applies a list of them.
 """
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,7 +26,7 @@ from pydantic_core import PydanticCustomError
 
 from plangraph.text import close_matches
 
-__all__ = ["WrapperKind", "WrapperSpec", "all_wrappers", "register_wrapper"]
+__all__ = ["WrapperKind", "WrapperSpec", "all_wrappers", "register_wrapper", "wrapped_env"]
 
 
 @dataclass(frozen=True)
@@ -170,3 +173,12 @@ for _kind in (
     ),
 ):
     register_wrapper(_kind)
+
+
+def wrapped_env(env: Any, wrappers: Sequence[WrapperSpec]) -> Any:
+    """``env`` (a ``gymnasium.Env``) inside each of ``wrappers``, the first innermost; each
+    builder is imported by its ``"module:function"`` path."""
+    for spec in wrappers:
+        module, _, func = spec.builder().partition(":")
+        env = getattr(importlib.import_module(module), func)(env, **spec.validated_params())
+    return env

@@ -1,18 +1,19 @@
 """Builders of the registered env wrappers (``plangraph.ops.wrappers``) and the picklable
 creator that applies a worker set's ``wrappers`` to each sub-env.
 
-Imports gymnasium (not torch): the compiler uses :func:`wrapped_env` when it reads the
-wrapped env's spaces.
+Imports gymnasium (not torch). ``wrapped_env`` (re-exported from ``plangraph.ops.wrappers``,
+where the compiler finds it without importing this layer) applies a list of wrappers.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Sequence
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
+
+from plangraph.ops.wrappers import wrapped_env
 
 __all__ = [
     "NormalizeObservation",
@@ -51,18 +52,6 @@ def flatten_observation(env: gym.Env) -> gym.Env:
 
 def time_limit(env: gym.Env, max_episode_steps: int) -> gym.Env:
     return gym.wrappers.TimeLimit(env, max_episode_steps)
-
-
-def _builder(path: str) -> Any:
-    module, _, func = path.partition(":")
-    return getattr(importlib.import_module(module), func)
-
-
-def wrapped_env(env: gym.Env, wrappers: Sequence[Any]) -> gym.Env:
-    """``env`` inside each ``WrapperSpec`` of ``wrappers``, the first innermost."""
-    for spec in wrappers:
-        env = _builder(spec.builder())(env, **spec.validated_params())
-    return env
 
 
 class WrappedEnvCreator:

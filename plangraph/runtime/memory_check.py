@@ -97,7 +97,7 @@ def estimate_replay_memory(
         if key not in spaces:
             env = env_creator(ws_params.env)()
             if ws_params.wrappers:
-                from plangraph.rl.wrappers import wrapped_env
+                from plangraph.ops.wrappers import wrapped_env
 
                 env = wrapped_env(env, ws_params.wrappers)
             try:
