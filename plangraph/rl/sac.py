@@ -131,12 +131,11 @@ class SACPolicy(TorchPolicy):
         config: SACConfig,
         seed: int = 0,
     ) -> None:
-        if not (
-            isinstance(action_space, gym.spaces.Box)
-            and len(action_space.shape) == 1
+        if isinstance(action_space, gym.spaces.Box) and not (
+            len(action_space.shape) == 1
             and np.all(np.isfinite(action_space.low))
             and np.all(np.isfinite(action_space.high))
-        ):
+        ):  # other spaces: TorchPolicy says which it acts in
             raise ValueError(
                 f"SACPolicy needs a 1-D Box action space with finite bounds, got {action_space}"
             )
