@@ -14,7 +14,7 @@ from plangraph.ir import Plan
 
 ID_PREFIXES = st.sampled_from(["n", "node_", "Train-", "x.", "_s"])
 #: the codes of the checks on what a plan means for the algorithm (semantic_checks.py)
-SEMANTIC_CODES = frozenset({"PG170", "PG171", "PG172", "PG173", "PG174", "PG175", "PG176", "PG177"})
+SEMANTIC_CODES = frozenset({"PG170", "PG171", "PG172", "PG173", "PG174", "PG175", "PG183", "PG184"})
 CONFIG_KEYS = st.sampled_from(["train_batch_size", "n", "freq", "k_2", "sgd_iters"])
 
 

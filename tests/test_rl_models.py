@@ -175,7 +175,7 @@ def _spaces(shape: tuple[int, ...]) -> EnvSpaces:
 
 def test_the_compiler_refuses_an_image_too_small_for_the_cnn() -> None:
     (problem,) = space_problems(PPOConfig(), _spaces((20, 20, 3)))
-    assert problem.code == "PG177" and problem.field == "env"
+    assert problem.code == "PG184" and problem.field == "env"
     # 20 -> 4 after [32, 8, 4] -> 1 after [64, 4, 2]: no room for the 3x3 kernel
     assert "conv_filters[2] [64, 3, 1]" in problem.message
     assert "does not fit the 1x1 feature map" in problem.message

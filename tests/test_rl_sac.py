@@ -89,7 +89,7 @@ def test_an_update_moves_the_critics_actor_and_alpha_and_state_round_trips() -> 
 
 def test_the_compiler_refuses_sac_where_it_cannot_act() -> None:
     cartpole = plangraph.analyze("plans/sac_pendulum.json", config={"env": "CartPole-v1"})
-    (d,) = [d for d in cartpole.diagnostics if d.code == "PG176"]
+    (d,) = [d for d in cartpole.diagnostics if d.code == "PG183"]
     assert "Discrete(2)" in d.message and "sac policy acts in Box action spaces only" in d.message
     unbounded = EnvSpaces(
         "Unbounded-v0",
@@ -97,7 +97,7 @@ def test_the_compiler_refuses_sac_where_it_cannot_act() -> None:
         SpaceInfo("Box", "Box(-inf, inf, (1,), float32)", (1,), "float32", False),
     )
     (problem,) = space_problems(SACConfig(), unbounded)
-    assert problem.code == "PG176" and "infinite bounds" in problem.message
+    assert problem.code == "PG183" and "infinite bounds" in problem.message
     assert "a2c, ppo, impala, appo" in problem.hint
 
 

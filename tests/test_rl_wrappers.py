@@ -43,10 +43,10 @@ def test_the_compiler_reads_the_wrapped_spaces() -> None:
 @pytest.mark.usefixtures("ray_session")
 def test_a_discrete_observation_env_trains_once_one_hot_encoded() -> None:
     plan = json.loads(
-        (ROOT / "tests/fixtures/bad_plans/PG177_discrete_observations.json").read_text()
+        (ROOT / "tests/fixtures/bad_plans/PG184_discrete_observations.json").read_text()
     )
     refused = plangraph.analyze(plan)
-    assert [d.code for d in refused.diagnostics if d.is_error] == ["PG177"]
+    assert [d.code for d in refused.diagnostics if d.is_error] == ["PG184"]
     plan["resources"]["workers"]["params"]["wrappers"] = [{"name": "flatten_observation"}]
     plan["config"].update(num_envs_per_worker=2, rollout_fragment_length=32, train_batch_size=128)
     compiled = plangraph.compile(plan)

@@ -403,5 +403,5 @@ def test_run_refuses_an_env_override_the_policy_cannot_act_in(tmp_path: Path) ->
     assert "Traceback" not in proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr
-    assert "PG176" in lines[0] and "Box(-2.0, 2.0, (1,), float32)" in lines[0]
+    assert "PG183" in lines[0] and "Box(-2.0, 2.0, (1,), float32)" in lines[0]
     assert not (tmp_path / "runs").exists()

@@ -90,12 +90,12 @@ CODES: dict[str, tuple[str, Severity, str]] = {
         "warning",
         "sgd_minibatch_size is larger than the train batch it splits.",
     ),
-    "PG176": (
+    "PG183": (
         "unsupported-action-space",
         "error",
         "The policy cannot act in the env's action space (e.g. DQN on Box actions).",
     ),
-    "PG177": (
+    "PG184": (
         "unsupported-observation-space",
         "error",
         "The policy's model cannot read the env's observations.",

@@ -153,7 +153,7 @@ def space_problems(
         others = _algos_acting_in(act.kind, act.bounded)
         out.append(
             SpaceProblem(
-                "PG176",
+                "PG183",
                 "policy/algo",
                 f"the {policy.algo} policy acts in {kinds} action spaces only, but env {env} "
                 f"has action space {act.text}, so the policy cannot be built for it",
@@ -168,7 +168,7 @@ def space_problems(
     elif act.kind == "Box" and policy.needs_bounded_actions and not act.bounded:
         out.append(
             SpaceProblem(
-                "PG176",
+                "PG183",
                 "policy/algo",
                 f"the {policy.algo} policy squashes its actions into the bounds of a Box "
                 f"action space, but env {env} has action space {act.text} with infinite "
@@ -181,7 +181,7 @@ def space_problems(
         kinds = " and ".join(sorted(policy.observation_spaces))
         out.append(
             SpaceProblem(
-                "PG177",
+                "PG184",
                 "env",
                 f"the {policy.algo} policy's model reads {kinds} observations (any shape and "
                 f"dtype, cast to float32), but env {env} has observation space {obs.text}",
@@ -204,7 +204,7 @@ def _model_problems(policy: PolicyConfigModel, spaces: EnvSpaces) -> list[SpaceP
         kinds = " and ".join(sorted(policy.model_types))
         return [
             SpaceProblem(
-                "PG177",
+                "PG184",
                 field,
                 f"the {policy.algo} policy builds {kinds} models only, but its model for the "
                 f"observations {list(obs.shape)} of env {brief(spaces.env)} is a {model.type}",
@@ -220,7 +220,7 @@ def _model_problems(policy: PolicyConfigModel, spaces: EnvSpaces) -> list[SpaceP
     if not is_image_shape(obs.shape):
         return [
             SpaceProblem(
-                "PG177",
+                "PG184",
                 field,
                 f"{which} reads [H, W, C] image observations, but env {brief(spaces.env)} has "
                 f"observation space {obs.text} of shape {list(obs.shape)}",
@@ -234,7 +234,7 @@ def _model_problems(policy: PolicyConfigModel, spaces: EnvSpaces) -> list[SpaceP
         before = (obs.shape[0], obs.shape[1]) if i == 0 else sizes[i - 1]
         return [
             SpaceProblem(
-                "PG177",
+                "PG184",
                 field,
                 f"{which} cannot read the {obs.shape[0]}x{obs.shape[1]} images of env "
                 f"{brief(spaces.env)}: conv_filters[{i}] {list(model.conv_filters[i])} "

@@ -158,14 +158,14 @@ class _PolicyBase(BaseModel):
     #: what the policy can do (keys of :data:`CAPABILITIES`); not a setting
     capabilities: ClassVar[frozenset[str]] = frozenset({"gradients"})
     #: action spaces it can act in (gymnasium space class names); the compiler reads the
-    #: env's (``plangraph.compiler.env_spaces``) and refuses others (PG176)
+    #: env's (``plangraph.compiler.env_spaces``) and refuses others (PG183)
     action_spaces: ClassVar[frozenset[str]] = frozenset({"Discrete"})
     #: whether every bound of a ``Box`` action space must be finite (actions are squashed
     #: into them rather than clipped)
     needs_bounded_actions: ClassVar[bool] = False
-    #: the model types (``plangraph.ops.models``) it builds (PG177 for others)
+    #: the model types (``plangraph.ops.models``) it builds (PG184 for others)
     model_types: ClassVar[frozenset[str]] = frozenset({"mlp", "cnn"})
-    #: observation spaces its models read (PG177): a ``Box`` of any dtype and shape
+    #: observation spaces its models read (PG184): a ``Box`` of any dtype and shape
     observation_spaces: ClassVar[frozenset[str]] = frozenset({"Box"})
     #: the batches its loss is correct on (said when a plan feeds it others)
     learns_from: ClassVar[str] = (

@@ -78,7 +78,7 @@ def _with_overrides(rid: str, params: Any, updates: dict[str, Any]) -> Any:
 
 def _check_spaces(rid: str, params: Any) -> None:
     """Refuse an env (given with ``--env``) whose spaces the policy cannot act in, with
-    the compiler's PG176/PG177 message."""
+    the compiler's PG183/PG184 message."""
     from plangraph.compiler.env_spaces import env_spaces
     from plangraph.compiler.semantic_checks import space_problems
 
