@@ -15,7 +15,17 @@ from plangraph.ir import Plan
 from plangraph.ops.schema import SCHEMA_PATH, SCHEMA_REF_FROM_PLANS
 
 PLANS = Path(__file__).resolve().parent.parent / "plans"
-NAMES = ("a2c", "a2c_microbatch", "a3c", "appo", "dqn", "impala", "ppo")
+NAMES = (
+    "a2c",
+    "a2c_microbatch",
+    "a3c",
+    "appo",
+    "dqn",
+    "impala",
+    "ppo",
+    "ppo_pendulum",
+    "sac_pendulum",
+)
 
 
 def _py_plan(name: str) -> Plan:

@@ -535,9 +535,43 @@ def _resource_param_lines(r: CompiledResource, indent: str, width: int = 92) -> 
     out = _pack("params: ", top, indent, width)
     for name, items in groups:
         out += _pack(f"{name}: ", items, indent, width)
+    out += _model_lines(r.params, indent, width)
     if defaults:
         out += _pack("defaults used: ", defaults, indent, width)
     return out
+
+
+def _model_lines(params: BaseModel, indent: str, width: int) -> list[str]:
+    """A worker set's env spaces and the model its policy builds for them (the default
+    one when the policy names none)."""
+    env, policy = getattr(params, "env", None), getattr(params, "policy", None)
+    if not isinstance(env, str) or policy is None or not hasattr(policy, "resolved_model"):
+        return []
+    from plangraph.compiler.env_spaces import env_spaces
+
+    spaces = env_spaces(env, getattr(params, "wrappers", ()))
+    if spaces is None:
+        return [f"{indent}env spaces: unknown at compile time (env {_inline(env)})"]
+    obs = spaces.observation
+    out = _pack(
+        "env spaces: ",
+        [f"observation {_space_text(obs)}", f"action {_space_text(spaces.action)}"],
+        indent,
+        width,
+    )
+    if obs.kind != "Box":
+        return out
+    model = policy.resolved_model(obs.shape)
+    items = [f"{k}={_inline(_json(v))}" for k, v in model]
+    how = "" if policy.model is not None else f" (default for observations {list(obs.shape)})"
+    return out + _pack(f"model{how}: ", items, indent, width)
+
+
+def _space_text(space: Any) -> str:
+    """``Box(shape=[4], float32)`` (bounds left out: they can be long), else the space."""
+    if space.kind == "Box":
+        return f"Box(shape={list(space.shape)}, {space.dtype})"
+    return " ".join(space.text.split())[:80]
 
 
 def _pack(head: str, items: list[str], indent: str, width: int) -> list[str]:

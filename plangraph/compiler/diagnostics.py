@@ -136,6 +136,16 @@ CODES: dict[str, tuple[str, Severity, str]] = {
         "error",
         'ApplyGradients(update_workers="source") fed gradients no rollout worker computed.',
     ),
+    "PG183": (
+        "unsupported-action-space",
+        "error",
+        "The policy cannot act in the env's action space (e.g. DQN on Box actions).",
+    ),
+    "PG184": (
+        "unsupported-observation-space",
+        "error",
+        "The policy's model cannot read the env's observations.",
+    ),
     # the compiler itself
     "PG199": (
         "internal-check-error",

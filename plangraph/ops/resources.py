@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from plangraph.ir.plan import Resource
 from plangraph.ops.policies import PolicyConfig
 from plangraph.ops.registry import ResourceKind, register_resource_kind
+from plangraph.ops.wrappers import WrapperSpec
 
 
 class WorkerSetParams(BaseModel):
@@ -32,6 +33,14 @@ class WorkerSetParams(BaseModel):
         ),
     )
     policy: PolicyConfig = Field(description="Algorithm and its hyperparameters.")
+    wrappers: tuple[WrapperSpec, ...] = Field(
+        (),
+        description=(
+            'Env preprocessing on the workers: [{"name": ..., "params": {...}}, ...], '
+            "registered wrappers (plangraph.ops.wrappers) applied in order, the first "
+            "innermost."
+        ),
+    )
     max_worker_restarts: int = Field(
         3,
         ge=0,

@@ -30,7 +30,7 @@ Postprocessing (on the worker, before flattening):
   ``next_obs`` holds the observation to bootstrap from there (the final observation at an
   episode end, the next observation at the cut); ``policy_version`` stamps every row with
   the version of the weights that acted (``set_weights(..., {"policy_version": v})``).
-* ``dqn``: ``next_obs`` (the final observation at an episode end). With ``n_step > 1``
+* ``dqn``, ``sac``: ``next_obs`` (the final observation at an episode end). With ``n_step > 1``
   each row becomes an n-step transition (``_n_step_transitions``): ``rewards`` holds the
   discounted sum of up to ``n_step`` rewards of the same episode within the fragment,
   ``next_obs``/``terminateds``/``truncateds`` are those of the last step summed and
@@ -70,6 +70,7 @@ from typing import TYPE_CHECKING, Any
 import gymnasium as gym
 import numpy as np
 
+from plangraph.rl.action_layout import action_layout
 from plangraph.rl.env_state import capture_env, restore_env
 from plangraph.rl.numpy_policy import make_numpy_policy, numpy_inference_supported
 from plangraph.rl.policy_config import as_policy_config
@@ -125,8 +126,18 @@ def make_vector_env(env: EnvSpec, num_envs: int) -> gym.vector.SyncVectorEnv:
     )
 
 
+def _action_row(action_space: gym.Space[Any]) -> tuple[tuple[int, ...], np.dtype[Any]]:
+    """Row shape and dtype of the ``actions`` column: int64 ``()`` for ``Discrete``, the
+    space's own shape otherwise (float32 for ``Box``, int64 for ``MultiDiscrete``)."""
+    if isinstance(action_space, gym.spaces.Discrete):
+        return (), np.dtype(np.int64)
+    if isinstance(action_space, gym.spaces.Box):
+        return tuple(action_space.shape), np.dtype(np.float32)
+    return tuple(action_space.shape), np.dtype(np.int64)
+
+
 def sample_row_layout(
-    observation_space: gym.spaces.Box, action_space: gym.spaces.Discrete, policy_config: Any
+    observation_space: gym.spaces.Box, action_space: gym.Space[Any], policy_config: Any
 ) -> dict[str, tuple[tuple[int, ...], np.dtype[Any]]]:
     """Per-row shape and dtype of every column ``RolloutWorker.sample()`` returns for these
     spaces and this policy config, without stepping an env (memory estimates before launch).
@@ -142,20 +153,20 @@ def sample_row_layout(
     i64, f32, flag = np.dtype(np.int64), np.dtype(np.float32), np.dtype(bool)
     layout = {
         _SB.OBS: obs,
-        _SB.ACTIONS: ((), i64),
+        _SB.ACTIONS: _action_row(action_space),
         _SB.REWARDS: ((), f32),
         _SB.TERMINATEDS: ((), flag),
         _SB.TRUNCATEDS: ((), flag),
         _SB.EPS_ID: ((), i64),
         _SB.T: ((), i64),
     }
-    if config.algo == "dqn":
+    if "replay" in config.capabilities:  # dqn, sac
         layout[_SB.NEXT_OBS] = obs
         if config.n_step > 1:
             layout[_SB.N_STEPS] = ((), i64)
     else:  # actor-critic: a2c, ppo
         layout[_SB.ACTION_LOGP] = ((), f32)
-        layout[_SB.ACTION_DIST_INPUTS] = ((int(action_space.n),), f32)
+        layout[_SB.ACTION_DIST_INPUTS] = ((action_layout(action_space)[2],), f32)
         for col in (_SB.VF_PREDS, _SB.BOOTSTRAP_VALUES, _SB.ADVANTAGES, _SB.VALUE_TARGETS):
             layout[col] = ((), f32)
     return layout
@@ -236,6 +247,10 @@ class RolloutWorker:
             )
         self._obs_shape = tuple(self.observation_space.shape)
         self._obs_dtype = self.observation_space.dtype
+        self._action_shape, self._action_dtype = _action_row(self.action_space)
+        box = isinstance(self.action_space, gym.spaces.Box)
+        self._action_low = self.action_space.low if box else None
+        self._action_high = self.action_space.high if box else None
         obs, _ = self.env.reset(seed=list(self.sub_env_seeds))
         self._obs = obs
         self._ep_return = np.zeros(self.num_envs, dtype=np.float64)
@@ -269,7 +284,7 @@ class RolloutWorker:
         policy, env = self.policy, self.env
         actor_critic = self.config.algo in _ACTOR_CRITIC
         obs_buf = np.empty((n, horizon, *self._obs_shape), dtype=self._obs_dtype)
-        act_buf = np.empty((n, horizon), dtype=np.int64)
+        act_buf = np.empty((n, horizon, *self._action_shape), dtype=self._action_dtype)
         rew_buf = np.empty((n, horizon), dtype=np.float32)
         term_buf = np.empty((n, horizon), dtype=bool)
         trunc_buf = np.empty((n, horizon), dtype=bool)
@@ -277,7 +292,7 @@ class RolloutWorker:
         t_buf = np.empty((n, horizon), dtype=np.int64)
         if actor_critic:
             logp_buf = np.empty((n, horizon), dtype=np.float32)
-            logits_buf = np.empty((n, horizon, policy.num_actions), dtype=np.float32)
+            logits_buf = np.empty((n, horizon, policy.num_dist_inputs), dtype=np.float32)
         # (t, sub-env, final observation) of every episode end in this fragment.
         finals: list[tuple[int, int, np.ndarray]] = []
         ep_returns: list[float] = []
@@ -293,6 +308,10 @@ class RolloutWorker:
             if actor_critic:
                 logp_buf[:, t] = extra[_SB.ACTION_LOGP]
                 logits_buf[:, t] = extra[_SB.ACTION_DIST_INPUTS]
+            # Box actions: the batch keeps the unclipped sample (its log-prob is the one
+            # recorded); only the env gets it clipped to the bounds.
+            if self._action_low is not None:
+                actions = np.clip(actions, self._action_low, self._action_high)
             obs, rew, term, trunc, infos = env.step(actions)
             rew_buf[:, t] = rew
             term_buf[:, t] = term
@@ -327,7 +346,7 @@ class RolloutWorker:
                 columns.update(self._segments(obs_buf, term_buf, trunc_buf, finals))
             else:
                 columns.update(self._postprocess_actor_critic(obs_buf, rew_buf, term_buf, finals))
-        elif self.config.algo == "dqn":
+        elif "replay" in self.config.capabilities:  # dqn, sac: single transitions
             columns[_SB.NEXT_OBS] = self._next_obs(obs_buf, finals)
             if self.config.n_step > 1:
                 columns.update(self._n_step_transitions(columns))
@@ -510,10 +529,35 @@ class RolloutWorker:
         if global_vars:
             if "policy_version" in global_vars:
                 self.policy_version = int(global_vars["policy_version"])
-            self.policy.set_global_vars(global_vars)
+            self.set_global_vars(global_vars)
 
     def set_global_vars(self, global_vars: Mapping[str, Any]) -> None:
+        """Global vars for the policy (``timestep``) and, under ``"obs_filter"``, the worker
+        set's pooled observation moments for every ``normalize_observation`` layer."""
         self.policy.set_global_vars(global_vars)
+        moments = global_vars.get("obs_filter")
+        if moments is not None:
+            for layer in self._normalizers():
+                layer.set_moments(moments["count"], moments["mean"], moments["m2"])
+
+    def _normalizers(self) -> list[Any]:
+        from plangraph.rl.wrappers import find_normalizers
+
+        return [layer for sub_env in self.env.envs for layer in find_normalizers(sub_env)]
+
+    def take_obs_filter_delta(self) -> dict[str, Any] | None:
+        """The observation moments every ``normalize_observation`` layer of this worker
+        saw since the last call, pooled (``{"count", "mean", "m2"}``, float64), and
+        cleared; None when the env has no such layer."""
+        from plangraph.rl.wrappers import merge_moments
+
+        layers = self._normalizers()
+        if not layers:
+            return None
+        pooled = layers[0].take_delta()
+        for layer in layers[1:]:
+            pooled = merge_moments(pooled, layer.take_delta())
+        return {"count": pooled[0], "mean": pooled[1], "m2": pooled[2]}
 
     # --- checkpoints ------------------------------------------------------------------
     def get_state(self, include_policy: bool = True) -> dict[str, Any]:

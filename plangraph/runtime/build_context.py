@@ -97,6 +97,30 @@ def resolve_worker_env(rid: str, env: Any) -> Any:
         ) from exc
 
 
+def _wrapped(env: Any, params: Any) -> Any:
+    """``env`` (a creator) inside worker set ``params``'s declared wrappers, if any."""
+    if not params.wrappers:
+        return env
+    from plangraph.rl.wrappers import WrappedEnvCreator
+
+    return WrappedEnvCreator(env, params.wrappers)
+
+
+def _check_spaces(rid: str, params: Any) -> None:
+    """Refuse an env (given with ``--env``) whose spaces the policy cannot act in, with
+    the compiler's PG183/PG184 message."""
+    from plangraph.compiler.env_spaces import env_spaces
+    from plangraph.compiler.semantic_checks import space_problems
+
+    spaces = env_spaces(params.env, params.wrappers)
+    if spaces is None:
+        return
+    problems = space_problems(params.policy, spaces, "the plan's policy algo")
+    if problems:
+        p = problems[0]
+        raise BuildError(f"resource {rid!r}: {p.code}: {p.message} ({p.hint})")
+
+
 @dataclass(frozen=True)
 class OperatorState:
     """The checkpoint hooks of one stateful operator (``register_operator_state``):
@@ -207,10 +231,13 @@ class BuildContext:
         # Each worker set's env, resolved here so that it travels to the workers (a
         # callable passed to build() replaces the plan's env id).
         envs = {
-            rid: resolve_worker_env(rid, env if callable(env) else p.env)
+            rid: _wrapped(resolve_worker_env(rid, env if callable(env) else p.env), p)
             for rid, p in params.items()
             if compiled.resources[rid].kind == "WorkerSet"
         }
+        if isinstance(env, str):  # the plan's own env was checked by the compiler
+            for rid in envs:
+                _check_spaces(rid, params[rid])
         # A buffer that can never fill is refused now, not after the workers started.
         check_replay_memory(compiled, params, envs=envs)
         # Bound the worker count by the CPUs Ray will have: before Ray starts when it is

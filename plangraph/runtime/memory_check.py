@@ -97,7 +97,13 @@ def estimate_replay_memory(
         if not feeders:
             continue
         ws_params = params[feeders[0]]
-        env_spec = (envs or {}).get(feeders[0], ws_params.env)
+        env_spec = (envs or {}).get(feeders[0])
+        if env_spec is None:
+            env_spec = ws_params.env
+            if ws_params.wrappers:  # the replay rows hold what the wrappers return
+                from plangraph.rl.wrappers import WrappedEnvCreator
+
+                env_spec = WrappedEnvCreator(ws_params.env, ws_params.wrappers)
         key = id(env_spec) if callable(env_spec) else env_spec
         if key not in spaces:
             env = env_creator(env_spec)()

@@ -219,7 +219,10 @@ def _update_target(node: Any, ctx: BuildContext) -> Callable[[Any], Any]:
         if due:
             with lock:  # a learner thread may be training this policy
                 with phase("learning"):
-                    ws.local_policy.update_target()
+                    if p.tau == 1.0:
+                        ws.local_policy.update_target()
+                    else:
+                        ws.local_policy.update_target(tau=p.tau)
             metrics.counters[TARGET_UPDATES] += 1
             metrics.counters[last_key] = now
         return item
