@@ -9,14 +9,14 @@ from __future__ import annotations
 import signal
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from plangraph.runtime.profile_log import write_profile
-from plangraph.runtime.run_log import RunLog
+from plangraph.runtime.run_log import MetricLogger, RunLog
 from plangraph.runtime.stopping import StopCriteria
 from plangraph.runtime.training_loop import TrainingLoop
 
@@ -104,10 +104,12 @@ def train_until(
     tensorboard: bool = True,
     max_iterations: int | None = None,
     console: Console | None = None,
+    loggers: Sequence[MetricLogger] = (),
 ) -> RunSummary:
     """Call ``algo.train()`` until ``stop`` is met (or ``max_iterations``, or Ctrl-C).
 
-    Each result goes to ``run_dir/result.jsonl`` and TensorBoard; a checkpoint (and
+    Each result goes to ``run_dir/result.jsonl``, ``progress.csv``, TensorBoard and
+    ``loggers`` (closed when the run ends); a checkpoint (and
     ``profile.json``, where the time went) is written every ``checkpoint_every``
     iterations (0 disables periodic ones) and always at the end,
     including after Ctrl-C (the first one finishes the current iteration; a second one
@@ -146,6 +148,7 @@ def train_until(
             console=console,
             progress=progress,
             started=started,
+            loggers=loggers,
         )
 
 
@@ -161,11 +164,12 @@ def _train_until(
     console: Console,
     progress: Any,
     started: float,
+    loggers: Sequence[MetricLogger] = (),
 ) -> RunSummary:
     """``train_until``'s loop, called with Ctrl-C ignored outside ``_graceful_sigint``."""
     last_saved = -1
     with (
-        RunLog(run_dir, tensorboard=tensorboard) as log,
+        RunLog(run_dir, tensorboard=tensorboard, loggers=loggers) as log,
         progress,
         _graceful_sigint(console) as stop_requested,
     ):
