@@ -22,6 +22,8 @@ COMMANDS: tuple[str, ...] = (
     "diff",
     "run",
     "profile",
+    "plot",
+    "tune",
     "explain",
     "schema",
     "ops",
