@@ -55,6 +55,25 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--max-iterations", type=int, help="stop after this many iterations")
     p.add_argument("--no-progress", action="store_true", help="plain log lines, no progress bar")
     p.add_argument("--no-tensorboard", action="store_true", help="skip TensorBoard event files")
+    p.add_argument(
+        "--logger",
+        dest="loggers",
+        action="append",
+        default=[],
+        choices=("mlflow", "wandb"),
+        help="also log metrics to MLflow or Weights & Biases (repeatable; optional extras "
+        "plangraph[mlflow], plangraph[wandb]; W&B offline unless WANDB_MODE is set)",
+    )
+    p.add_argument(
+        "--mlflow-uri",
+        metavar="URI",
+        help="MLflow tracking URI (default file:RUN_DIR/mlruns, a local store)",
+    )
+    p.add_argument(
+        "--experiment",
+        metavar="NAME",
+        help="MLflow experiment / W&B project name (default: the plan's name)",
+    )
     return p
 
 
@@ -93,6 +112,10 @@ def _option_problem(args: argparse.Namespace) -> str | None:
         return f"--checkpoint-every {args.checkpoint_every}: must be >= 0 (0: only at the end)"
     if args.max_iterations is not None and args.max_iterations < 1:
         return f"--max-iterations {args.max_iterations}: must be >= 1"
+    if args.loggers:
+        from plangraph.runtime.loggers import logger_problem
+
+        return logger_problem(args.loggers)
     return None
 
 
@@ -295,6 +318,7 @@ def _train(launch: _Launch, args: argparse.Namespace) -> int:
             _write_run_files(launch)
         except OSError as exc:
             return _error(f"--out {run_dir}: cannot write the run directory ({exc})")
+        loggers = _make_loggers(launch, args)
         summary = train_until(
             algo,
             launch.stop,
@@ -304,6 +328,7 @@ def _train(launch: _Launch, args: argparse.Namespace) -> int:
             tensorboard=not args.no_tensorboard,
             max_iterations=args.max_iterations,
             console=console,
+            loggers=loggers,
         )
     finally:
         with ignoring_sigint():
@@ -340,6 +365,23 @@ def _write_run_files(launch: _Launch) -> None:
     snapshot = launch.compiled.plan.to_json()
     (run_dir / PLAN_SNAPSHOT_FILE).write_text(snapshot, encoding="utf-8")
     _write_plan_files(launch.compiled, run_dir)
+
+
+def _make_loggers(launch: _Launch, args: argparse.Namespace) -> list[Any]:
+    """The ``--logger`` loggers, given run.json's settings as params."""
+    if not args.loggers:
+        return []
+    from plangraph.commands.run_args import RUN_ARGS_FILE
+    from plangraph.runtime.loggers import make_loggers
+
+    settings = json.loads((launch.run_dir / RUN_ARGS_FILE).read_text(encoding="utf-8"))
+    return make_loggers(
+        args.loggers,
+        launch.run_dir,
+        experiment=args.experiment or launch.compiled.plan.name,
+        settings=settings,
+        mlflow_uri=args.mlflow_uri,
+    )
 
 
 def _shutdown_ray() -> None:
