@@ -53,7 +53,10 @@ def test_tune_runs_a_2x2_grid_with_run_directories_and_checkpoints(tmp_path: Pat
 
     pytest.importorskip("matplotlib")
     out = tmp_path / "sweep.png"
-    plotted = plangraph("plot", *map(str, trials), "-o", str(out), cwd=tmp_path)
+    # One iteration of 32 env steps ends no episode yet: plot a learner stat.
+    plotted = plangraph(
+        "plot", *map(str, trials), "--metric", "learner/total_loss", "-o", str(out), cwd=tmp_path
+    )
     assert plotted.returncode == 0, plotted.stderr
     # Seeds of one learning rate are one curve.
     assert plotted.stdout.strip() == f"wrote {out} (2 curves from 4 runs)"
