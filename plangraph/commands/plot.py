@@ -33,6 +33,7 @@ X_AXES: dict[str, tuple[str, str]] = {
 """``--x`` choice -> (result key, axis label)."""
 
 _SEED = re.compile(r"[-_,.]?seed[-_=]?\d+")
+_TRIAL_ID = re.compile(r"-[0-9a-f]{5}_\d{5}$")  # plangraph tune's trial directory suffix
 GRID_POINTS = 200
 
 
@@ -116,7 +117,7 @@ def group_key(run_dir: Path) -> str:
 
 
 def label_of(runs: Sequence[Path]) -> str:
-    names = [_SEED.sub("", r.resolve().name) for r in runs]
+    names = [_TRIAL_ID.sub("", _SEED.sub("", r.resolve().name)) for r in runs]
     name = names[0] if len(set(names)) == 1 else f"{names[0]} …"
     return f"{name} ({len(runs)} seeds)" if len(runs) > 1 else runs[0].resolve().name
 
@@ -186,12 +187,16 @@ def draw(
     for panel, axis in zip(panels[0], axes, strict=True):
         for i, (label, curves) in enumerate(groups):
             color = f"C{i % 10}"
+            # A line needs two points; short runs are drawn as points too.
+            marker = "o" if max(len(c.y) for c in curves) < 20 else ""
             if len(curves) == 1:
                 c = curves[0]
-                panel.plot(c.xs[axis], c.y, color=color, label=label)
+                panel.plot(c.xs[axis], c.y, color=color, label=label, marker=marker)
                 continue
             grid, mean, low, high = _mean_band(curves, axis, band)
-            panel.plot(grid, mean, color=color, label=label)
+            panel.plot(
+                grid, mean, color=color, label=label, marker=marker if len(grid) == 1 else ""
+            )
             panel.fill_between(grid, low, high, color=color, alpha=0.25, linewidth=0)
         panel.set_xlabel(X_AXES[axis][1])
         panel.set_ylabel(metric)
