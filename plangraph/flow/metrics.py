@@ -98,7 +98,9 @@ class MetricsContext:
     ``counters``: ``dict[str, int]``, missing keys read as 0 (e.g. ``num_env_steps_sampled``
     in env steps). ``timers``: ``dict[str, Timer]``, created on first access. ``info``:
     free-form dict (e.g. ``info["learner"]`` = learner stats). ``current_actor``: the actor
-    handle whose result is being processed, or ``None``.
+    handle whose result is being processed, or ``None``. ``current_ref``: ``(object ref,
+    item)`` of that result (``gather_async``), so an operator receiving that very item can
+    pass the ref on, actor to actor, instead of sending the item again; or ``None``.
     """
 
     def __init__(self) -> None:
@@ -106,6 +108,7 @@ class MetricsContext:
         self.timers: defaultdict[str, Timer] = defaultdict(Timer)
         self.info: dict[str, Any] = {}
         self.current_actor: Any = None
+        self.current_ref: tuple[Any, Any] | None = None
 
     def save(self) -> dict[str, Any]:
         """Checkpoint state: ``{"counters": dict, "info": dict, "timers": None}``.

@@ -12,7 +12,12 @@ from __future__ import annotations
 from plangraph.ops.builder import OpFactory, PendingOp, PlanBuildError, Stream, op_factory
 from plangraph.ops.builtin.combine import Batch, ConcatBatches, Flatten, WaitUntilTimestepsElapsed
 from plangraph.ops.builtin.merge import Concurrently, Duplicate, Union
-from plangraph.ops.builtin.replay import LocalReplay, StoreToReplay
+from plangraph.ops.builtin.replay import (
+    LocalReplay,
+    ParallelReplay,
+    StoreToReplay,
+    UpdatePriorities,
+)
 from plangraph.ops.builtin.sink import StandardMetricsReporting
 from plangraph.ops.builtin.sources import ParallelRollouts
 from plangraph.ops.builtin.train import (
@@ -42,9 +47,11 @@ from plangraph.ops.registry import (
 )
 from plangraph.ops.resources import (
     LearnerThreadParams,
+    ReplayActorsParams,
     ReplayBufferParams,
     WorkerSetParams,
     learner_thread,
+    replay_actors,
     replay_buffer,
     worker_set,
 )
@@ -67,9 +74,11 @@ __all__ = [
     "OpFactory",
     "OpParams",
     "OpSignature",
+    "ParallelReplay",
     "ParallelRollouts",
     "PendingOp",
     "PlanBuildError",
+    "ReplayActorsParams",
     "ReplayBufferParams",
     "ResourceKind",
     "ResourceParam",
@@ -78,6 +87,7 @@ __all__ = [
     "Stream",
     "TrainOneStep",
     "Union",
+    "UpdatePriorities",
     "UpdateTarget",
     "UpdateWorkerWeights",
     "WaitUntilTimestepsElapsed",
@@ -90,6 +100,7 @@ __all__ = [
     "op_factory",
     "register_op",
     "register_resource_kind",
+    "replay_actors",
     "replay_buffer",
     "unregister_op",
     "worker_set",

@@ -17,7 +17,11 @@ for ``|x| <= delta`` and ``delta (|x| - delta / 2)`` beyond. The target network 
 of the online net refreshed by ``update_target()``.
 
 Exploration: epsilon-greedy with epsilon annealed linearly from ``epsilon_initial`` to
-``epsilon_final`` over ``epsilon_timesteps`` env steps sampled (``set_global_vars``).
+``epsilon_final`` over ``epsilon_timesteps`` env steps sampled (``set_global_vars``). With
+``per_worker_epsilon_alpha`` (Ape-X, Horgan et al. 2018, sec. 4.1) rollout worker ``i`` of
+``N`` acts with ``epsilon ** (1 + alpha * i / (N - 1))`` instead
+(``plangraph.ops.policies.per_worker_epsilon``; its ``RolloutWorker`` tells the policy
+which worker it is).
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from plangraph.ops.policies import per_worker_epsilon
 from plangraph.rl.models import QNetwork
 from plangraph.rl.policy import Stats, TorchPolicy, to_tensor
 from plangraph.rl.sample_batch import SampleBatch
@@ -61,14 +66,38 @@ class DQNPolicy(TorchPolicy):
             p.requires_grad_(False)
         return model
 
+    #: (worker, num_workers) of the rollout worker acting with this copy (Ape-X exploration)
+    exploration_worker: tuple[int, int] = (0, 1)
+
+    def set_exploration_worker(self, worker: int, num_workers: int) -> None:
+        """This copy acts for rollout worker ``worker`` (0-based) of ``num_workers``: with
+        ``per_worker_epsilon_alpha`` set, its epsilon is that worker's Ape-X epsilon.
+
+        Raises:
+            ValueError: ``worker`` outside ``[0, num_workers)``.
+        """
+        if not 0 <= worker < num_workers:
+            raise ValueError(f"worker {worker} is not one of {num_workers} rollout workers")
+        self.exploration_worker = (int(worker), int(num_workers))
+
     @property
-    def epsilon(self) -> float:
-        """Exploration epsilon at ``global_timestep`` (env steps sampled)."""
+    def base_epsilon(self) -> float:
+        """The annealed epsilon schedule at ``global_timestep`` (env steps sampled)."""
         cfg = self.config
         if cfg.epsilon_timesteps <= 0:
             return float(cfg.epsilon_final)
         frac = min(1.0, self.global_timestep / cfg.epsilon_timesteps)
         return float(cfg.epsilon_initial + frac * (cfg.epsilon_final - cfg.epsilon_initial))
+
+    @property
+    def epsilon(self) -> float:
+        """Exploration epsilon at ``global_timestep``: ``base_epsilon``, or with
+        ``per_worker_epsilon_alpha`` that of this copy's rollout worker (Ape-X)."""
+        alpha = self.config.per_worker_epsilon_alpha
+        if alpha is None:
+            return self.base_epsilon
+        worker, num_workers = self.exploration_worker
+        return per_worker_epsilon(self.base_epsilon, worker, num_workers, alpha)
 
     def compute_actions(
         self, obs: np.ndarray, explore: bool = True

@@ -161,6 +161,9 @@ class RolloutWorker:
         policy: use this policy instead of building one (the local learner policy when
             sampling in-process); its spaces must match the env's.
         torch_threads: if set, ``torch.set_num_threads(torch_threads)`` (1 in Ray actors).
+        num_workers: remote workers of the worker set this one belongs to (``worker_index``
+            ``1..num_workers``); a DQN policy with ``per_worker_epsilon_alpha`` explores
+            with this worker's Ape-X epsilon. ``None``: the only worker.
 
     Raises:
         ValueError: ``num_envs`` or ``rollout_fragment_length`` < 1, or unsupported spaces.
@@ -177,6 +180,7 @@ class RolloutWorker:
         *,
         policy: TorchPolicy | None = None,
         torch_threads: int | None = None,
+        num_workers: int | None = None,
     ) -> None:
         if num_envs < 1:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
@@ -195,6 +199,8 @@ class RolloutWorker:
         self.policy = policy or make_policy(
             self.observation_space, self.action_space, self.config, self.policy_seed
         )
+        if isinstance(self.policy, DQNPolicy) and num_workers and self.worker_index >= 1:
+            self.policy.set_exploration_worker(self.worker_index - 1, num_workers)
         self._obs_shape = tuple(self.observation_space.shape)
         self._obs_dtype = self.observation_space.dtype
         obs, _ = self.env.reset(seed=list(self.sub_env_seeds))

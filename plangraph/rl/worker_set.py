@@ -164,6 +164,7 @@ class WorkerSet:
             self.seed,
             worker_index,
             torch_threads=1,
+            num_workers=self.num_workers,
         )
 
     # --- weights ----------------------------------------------------------------------

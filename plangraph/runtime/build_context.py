@@ -111,6 +111,8 @@ class BuildContext:
     run_state: RunState
     learners: dict[str, Any] = field(default_factory=dict)
     """Learner threads by resource id (``plangraph.runtime.learner_thread.LearnerThread``)."""
+    replay_actors: dict[str, Any] = field(default_factory=dict)
+    """Sharded replay by resource id (``plangraph.rl.replay_actors.ReplayActorSet``)."""
     policy_locks: dict[str, threading.RLock] = field(default_factory=dict)
     """One lock per worker set, held by whoever touches its learner policy: a learner
     thread while it trains, driver operators while they read weights or sync a target."""
@@ -177,6 +179,7 @@ class BuildContext:
             _check_worker_counts(params, cluster_cpus(), f"the cluster at {address}")
         worker_sets: dict[str, Any] = {}
         buffers: dict[str, Any] = {}
+        shard_sets: dict[str, Any] = {}
         # Each resource gets its own seed stream derived from the run seed.
         seeds = np.random.SeedSequence(seed).spawn(max(1, len(compiled.resources)))
         for (rid, res), ss in zip(sorted(compiled.resources.items()), seeds, strict=False):
@@ -186,6 +189,10 @@ class BuildContext:
                 worker_sets[rid] = WorkerSet.from_params(p, seed=res_seed)
             elif res.kind == "ReplayBuffer":
                 buffers[rid] = make_replay_buffer(p, seed=res_seed)
+            elif res.kind == "ReplayActors":
+                from plangraph.rl.replay_actors import ReplayActorSet
+
+                shard_sets[rid] = ReplayActorSet(p, seed=res_seed, name=rid)
             elif res.kind == "LearnerThread":
                 pass  # built below, once the worker set it trains exists
             else:
@@ -199,6 +206,7 @@ class BuildContext:
             buffers=buffers,
             run_state=run_state if run_state is not None else RunState.for_plan(compiled),
             policy_locks={rid: threading.RLock() for rid in worker_sets},
+            replay_actors=shard_sets,
         )
         for rid, res in sorted(compiled.resources.items()):
             if res.kind == "LearnerThread":
@@ -243,6 +251,10 @@ class BuildContext:
     def buffer(self, ref: str) -> Any:
         return self.buffers[resource_id(ref)]
 
+    def replay_actor_set(self, ref: str) -> Any:
+        """The ``ReplayActorSet`` of the ``ReplayActors`` resource ``ref`` names."""
+        return self.replay_actors[resource_id(ref)]
+
     # -- checkpoint state ------------------------------------------------------------------
 
     def register_operator_state(
@@ -269,8 +281,9 @@ class BuildContext:
         state by worker set id), ``workers`` (``WorkerSet.get_state()`` by id: every
         rollout worker's envs, partial episodes, RNGs and policy copy), ``buffers``
         (replay contents by id), ``operators`` (stateful operators' states by node id)
-        and, for async plans, ``learners`` (each learner thread's policy version). The
-        run's own state is ``run_state.get_state()``."""
+        and, for async plans, ``learners`` (each learner thread's policy version) and
+        ``replay_actors`` (every shard's buffer, by resource id). The run's own state is
+        ``run_state.get_state()``."""
         policies = {}
         for rid, ws in self.worker_sets.items():
             with self.policy_locks[rid]:  # never half an update of a running learner thread
@@ -283,6 +296,8 @@ class BuildContext:
         }
         if self.learners:
             state["learners"] = {rid: t.get_state() for rid, t in self.learners.items()}
+        if self.replay_actors:
+            state["replay_actors"] = {rid: r.get_state() for rid, r in self.replay_actors.items()}
         return state
 
     def set_state(self, state: dict[str, Any]) -> None:
@@ -306,6 +321,8 @@ class BuildContext:
             self.buffers[rid].set_state(buf_state)
         for rid, learner_state in state.get("learners", {}).items():
             self.learners[rid].set_state(learner_state)
+        for rid, shards_state in state.get("replay_actors", {}).items():
+            self.replay_actors[rid].set_state(shards_state)
         operators = state.get("operators", {})
         unknown = sorted(set(operators) - set(self.operator_states))
         if unknown:
@@ -322,3 +339,5 @@ class BuildContext:
             thread.stop()
         for ws in self.worker_sets.values():
             ws.stop()
+        for shards in self.replay_actors.values():
+            shards.stop()

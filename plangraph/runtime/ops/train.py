@@ -21,7 +21,7 @@ from plangraph.runtime.counters import (
     WEIGHT_SYNCS,
 )
 from plangraph.runtime.implementations import register_lowering, timed
-from plangraph.runtime.items import GradInfo, TrainInfo, scalar_stats
+from plangraph.runtime.items import GradInfo, ReplayPriorities, TrainInfo, scalar_stats
 
 
 def _broadcast(ctx: BuildContext, ws: Any) -> None:
@@ -47,6 +47,7 @@ def _train_one_step(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIte
         policy = ws.local_policy
         policy.set_global_vars(ctx.run_state.global_vars())
         stats = dict(policy.train(batch, p.num_sgd_iter, p.sgd_minibatch_size))
+        replay = ReplayPriorities.of(batch, stats)  # rows from ReplayActors: UpdatePriorities
         td_error = stats.pop("td_error", None)
         if td_error is not None and per_buffers and "batch_indexes" in batch:
             for buf in per_buffers:
@@ -61,7 +62,7 @@ def _train_one_step(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIte
             metrics.counters[updates_key] += 1
             if metrics.counters[updates_key] % p.update_workers_every == 0:
                 _broadcast(ctx, ws)
-        return TrainInfo(scalars, count)
+        return TrainInfo(scalars, count, replay)
 
     return inputs[0].for_each(timed(node.id, train), name=node.id)
 
@@ -241,7 +242,7 @@ def _dequeue(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIterator[A
                 "learner_busy_fraction": learner.busy_fraction(),
                 "learner_inqueue_size": float(learner.inqueue.qsize()),
             }
-            yield TrainInfo(dict(update.stats), update.count)
+            yield TrainInfo(dict(update.stats), update.count, update.replay)
 
     return LocalIterator(base, name=node.id)
 
