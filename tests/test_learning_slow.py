@@ -23,6 +23,7 @@ BUDGETS = {  # env steps sampled
     "a2c_microbatch": 500_000,
     "impala": 1_000_000,
     "appo": 1_000_000,
+    "apex": 300_000,
 }
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("ray_session")]

@@ -49,6 +49,7 @@ BUDGETS: dict[str, int] = {
     "a2c_microbatch": 500_000,
     "impala": 1_000_000,
     "appo": 1_000_000,
+    "apex": 300_000,
 }
 """Env steps (sampled) within which each seed plan must solve CartPole-v1 (the issue)."""
 

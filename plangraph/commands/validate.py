@@ -2,7 +2,8 @@
 
 Exit status: 0 when every plan is free of errors (warnings allowed), 1 when any plan has
 errors (each printed as a located diagnostic), 2 on usage errors (e.g. a missing file).
-Imports neither ray nor torch.
+Imports neither ray nor torch. ``--memory`` also sizes the replay from the env's spaces
+(PG176; makes one env per env id, so it imports gymnasium).
 """
 
 from __future__ import annotations
@@ -27,7 +28,51 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     add_config_option(p)
     p.add_argument("-q", "--quiet", action="store_true", help="print only diagnostics")
+    p.add_argument(
+        "--memory",
+        action="store_true",
+        help="also estimate each replay buffer's memory when full from the env's spaces "
+        "(makes one env per env id) and report PG176 where the replay cannot fit",
+    )
+    p.add_argument(
+        "--memory-limit",
+        metavar="SIZE",
+        help="with --memory: the memory to fit in, in bytes or with a unit (e.g. 8GiB, "
+        "512MiB); default: the memory available on this machine",
+    )
     return p
+
+
+_UNITS = {"": 1, "B": 1, "KIB": 1024, "MIB": 1024**2, "GIB": 1024**3, "TIB": 1024**4}
+
+
+def parse_size(text: str) -> int | None:
+    """``"8GiB"`` -> 8589934592, ``"1000"`` -> 1000 (binary units); ``None`` if invalid."""
+    import re
+
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]iB|B)?\s*", text, flags=re.IGNORECASE)
+    if m is None:
+        return None
+    return int(float(m.group(1)) * _UNITS[(m.group(2) or "").upper()])
+
+
+def _memory_diagnostics(compiled: Any, limit: int | None) -> list[Any]:
+    """PG176 for replay that cannot fit in ``limit`` bytes (default: available here)."""
+    from plangraph.runtime.memory_check import (
+        available_memory_bytes,
+        estimate_replay_memory,
+        replay_memory_diagnostics,
+    )
+
+    if not compiled.ok:
+        return []
+    params = {rid: res.params for rid, res in compiled.resources.items()}
+    available = limit if limit is not None else available_memory_bytes()
+    if available is None:
+        return []
+    where = "--memory-limit is" if limit is not None else "this machine has available"
+    estimates = estimate_replay_memory(compiled, params)
+    return replay_memory_diagnostics(compiled, estimates, available, where)
 
 
 def add_config_option(p: argparse.ArgumentParser) -> None:
@@ -113,6 +158,17 @@ def run(args: argparse.Namespace) -> int:
     if problem:
         print(f"plangraph validate: error: {problem}", file=sys.stderr)
         return 2
+    limit = None
+    if args.memory_limit is not None:
+        limit = parse_size(args.memory_limit)
+        if limit is None or not args.memory:
+            what = (
+                "needs --memory"
+                if limit is not None
+                else f"expects a size such as 8GiB, got {args.memory_limit!r}"
+            )
+            print(f"plangraph validate: error: --memory-limit {what}", file=sys.stderr)
+            return 2
     results = []
     failed = False
     for path in args.plans:
@@ -121,31 +177,36 @@ def run(args: argparse.Namespace) -> int:
             failed = True
             results.append({"path": path, "ok": False, "diagnostics": []})
             continue
-        failed |= not compiled.ok
+        extra = _memory_diagnostics(compiled, limit) if args.memory else []
+        ok = compiled.ok and not extra
+        failed |= not ok
         results.append(
             {
                 "path": path,
-                "ok": compiled.ok,
+                "ok": ok,
                 "nodes": len(compiled.nodes),
-                "diagnostics": [d.to_dict() for d in compiled.diagnostics],
+                "diagnostics": [d.to_dict() for d in (*compiled.diagnostics, *extra)],
                 "_compiled": compiled,
+                "_extra": extra,
             }
         )
     if args.format == "json":
         for r in results:
             r.pop("_compiled", None)
+            r.pop("_extra", None)
         print(json.dumps({"ok": not failed, "plans": results}, indent=2))
         return 1 if failed else 0
     n_err = n_warn = 0
     for r in results:
         compiled = r.pop("_compiled", None)
+        extra = r.pop("_extra", [])
         if compiled is None:
             continue
-        for d in compiled.diagnostics:
+        for d in (*compiled.diagnostics, *extra):
             print(d.format())
-        n_err += len(compiled.errors)
+        n_err += len(compiled.errors) + len(extra)
         n_warn += len(compiled.warnings)
-        if compiled.ok and not args.quiet:
+        if r["ok"] and not args.quiet:
             extra = f", {len(compiled.warnings)} warning(s)" if compiled.warnings else ""
             print(f"{r['path']}: ok ({len(compiled.nodes)} nodes{extra})")
     if not args.quiet and (n_err or len(results) > 1):

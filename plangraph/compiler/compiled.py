@@ -9,7 +9,7 @@ renderer and the lowering never recompute them.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,7 +22,7 @@ from plangraph.compiler.topology import Topology
 from plangraph.ir.plan import Plan, dump_json
 from plangraph.ir.source import Location
 from plangraph.ir.types import PortType
-from plangraph.ops.registry import OpSignature
+from plangraph.ops.registry import OpSignature, all_resource_kinds
 from plangraph.text import brief
 
 __all__ = ["REPLAY_KIND", "CompiledNode", "CompiledPlan", "CompiledResource", "PassRecord"]
@@ -234,9 +234,10 @@ class CompiledPlan:
         """Deterministic JSON of :meth:`to_dict` (no source locations)."""
         return dump_json(self.to_dict()) + "\n"
 
-    def explain(self) -> str:
-        """A readable account: the checks run, the typed nodes in order, resources,
-        diagnostics."""
+    def explain(self, resource_notes: Mapping[str, Sequence[str]] | None = None) -> str:
+        """A readable account: the checks run, the typed nodes in order, resources (with
+        what their kind notes, e.g. replay shards, per-worker exploration, plus
+        ``resource_notes[id]`` lines a caller adds, e.g. memory estimates), diagnostics."""
         lines = [
             f"plan {brief(self.plan.name)}: {_count(len(self.nodes), 'node')}, "
             f"{_count(len(self.resources), 'resource')}, output {brief(self.output)} "
@@ -270,13 +271,18 @@ class CompiledPlan:
                 lines.append(f"  {'':<{wid}}    params: {text}")
         if self.resources:
             lines += ["", "resources (params resolved, defaults included):"]
+            kinds = all_resource_kinds()
             for r in self.resources.values():
-                where = " (a thread in the driver)" if r.kind == "LearnerThread" else ""
+                where = _WHERE.get(r.kind, "")
                 lines.append(
                     f"  {r.id}: {r.kind}{where}; writers: {', '.join(r.writers) or '-'}; "
                     f"readers: {', '.join(r.readers) or '-'}"
                 )
                 lines += _resource_param_lines(r, indent="      ")
+                kind = kinds.get(r.kind)
+                if kind is not None and kind.notes is not None and r.params is not None:
+                    lines += ["      " + x for x in kind.notes(r.params)]
+                lines += ["      " + x for x in (resource_notes or {}).get(r.id, ())]
         lines += ["", "diagnostics:" if self.diagnostics else "diagnostics: none"]
         for d in self.diagnostics:
             lines += ["  " + x for x in d.format().splitlines()]
@@ -317,6 +323,13 @@ class CompiledPlan:
         from plangraph import runtime
 
         return runtime.build(self, **kwargs)
+
+
+_WHERE = {
+    "LearnerThread": " (a thread in the driver)",
+    "ReplayActors": " (sharded over Ray actors)",
+}
+"""Where a resource of each kind lives, when not in the driver's dataflow itself."""
 
 
 def _count(n: int, word: str) -> str:

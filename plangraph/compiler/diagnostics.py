@@ -90,6 +90,12 @@ CODES: dict[str, tuple[str, Severity, str]] = {
         "warning",
         "sgd_minibatch_size is larger than the train batch it splits.",
     ),
+    "PG176": (
+        "replay-memory",
+        "error",
+        "Replay buffers that cannot fit in the memory available when full (validate "
+        "--memory; replay actors at build, against the memory Ray reports).",
+    ),
     # the compiler itself
     "PG199": ("internal-check-error", "error", "A check crashed (a bug in the check)."),
 }

@@ -183,15 +183,16 @@ def _worker_set_notes(params: WorkerSetParams) -> list[str]:
     shown = ", ".join(f"worker {i + 1}: {e:.3g}" for i, e in enumerate(eps[:8]))
     more = f", ... worker {n}: {eps[-1]:.3g}" if n > 8 else ""
     when = (
-        f"after annealing from {policy.epsilon_initial:g} over {policy.epsilon_timesteps:,} env "
-        "steps"
+        f"reached after annealing from {policy.epsilon_initial:g} over "
+        f"{policy.epsilon_timesteps:,} env steps"
         if annealed
         else "constant"
     )
     return [
-        f"exploration per rollout worker (Ape-X, Horgan et al. 2018): epsilon_i = "
-        f"epsilon ** (1 + {alpha:g} * i / (N - 1)), N = {n}",
-        f"  epsilon {base:g} ({when}): {shown}{more}",
+        "exploration per rollout worker (Ape-X, Horgan et al. 2018):",
+        f"  epsilon_i = epsilon ** (1 + {alpha:g} * i / (N - 1)), i = 0 .. N-1, N = {n}",
+        f"  epsilon = {base:g} ({when}):",
+        f"  {shown}{more}",
     ]
 
 
@@ -216,8 +217,9 @@ def _replay_actors_notes(params: ReplayActorsParams) -> list[str]:
         else "stops the run"
     )
     return [
-        f"{n} shard{'s' if n != 1 else ''} (Ray actors), {kind}: {span(caps)} env steps each "
-        f"(FIFO), sampled once holding {span(starts)} env steps; a dead shard {dead}"
+        f"shards: {n} Ray actor{'s' if n != 1 else ''}, {kind}, FIFO",
+        f"  per shard: {span(caps)} env steps, sampled once holding {span(starts)}",
+        f"  a dead shard {dead}",
     ]
 
 

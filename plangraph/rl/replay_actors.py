@@ -175,6 +175,8 @@ class ReplayActorSet:
         params: the resource's validated ``ReplayActorsParams``.
         seed: the resource's seed (each shard's, and each replacement's, derive from it).
         name: the resource id (messages).
+        shard_memory: bytes each shard holds when full (``memory_check``); each actor
+            reserves them as Ray ``memory``, so Ray places it where that much is free.
 
     Attributes:
         shards: the shard actor handles (index ``k`` is shard ``k``).
@@ -185,7 +187,13 @@ class ReplayActorSet:
         num_restarts: dead shards replaced so far.
     """
 
-    def __init__(self, params: ReplayActorsParams, seed: int = 0, name: str = "replay") -> None:
+    def __init__(
+        self,
+        params: ReplayActorsParams,
+        seed: int = 0,
+        name: str = "replay",
+        shard_memory: tuple[int, ...] | None = None,
+    ) -> None:
         from plangraph.ops.resources import shard_split
 
         self.params = params
@@ -195,6 +203,7 @@ class ReplayActorSet:
         self.learning_starts = shard_split(params.learning_starts, self.num_shards)
         self._beta_steps = shard_split(params.beta_annealing_steps, self.num_shards)
         self._seed = int(seed)
+        self._memory = tuple(shard_memory) if shard_memory else None
         self.generations = [0] * self.num_shards
         self.stored = [0] * self.num_shards
         self._retry_after = [0] * self.num_shards
@@ -232,8 +241,10 @@ class ReplayActorSet:
                 eps=p.eps,
             )
         # Zero CPUs: a shard is idle between calls (RLlib co-locates them with the driver).
-        actor_cls = ray.remote(num_cpus=0, max_restarts=0)(ReplayShard)
-        return actor_cls.remote(
+        options: dict[str, Any] = {"num_cpus": 0, "max_restarts": 0}
+        if self._memory is not None:
+            options["memory"] = max(1, int(self._memory[shard]))
+        return ray.remote(**options)(ReplayShard).remote(
             shard,
             self.capacities[shard],
             self.learning_starts[shard],

@@ -72,8 +72,11 @@ from plangraph.rl.impala import IMPALAPolicy
 from plangraph.rl.policies import make_policy
 from plangraph.rl.policy import TorchPolicy, as_policy_config
 from plangraph.rl.postprocessing import compute_gae, compute_n_step_returns
+from plangraph.rl.row_layout import sample_row_layout
 from plangraph.rl.sample_batch import SampleBatch
 from plangraph.rl.seeding import derive_seeds
+
+__all__ = ["EnvSpec", "RolloutWorker", "env_creator", "make_vector_env", "sample_row_layout"]
 
 EnvSpec = str | Callable[[], gym.Env]
 """A gymnasium env id (``"CartPole-v1"``) or a zero-argument creator of a ``gym.Env``."""
@@ -109,42 +112,6 @@ def make_vector_env(env: EnvSpec, num_envs: int) -> gym.vector.SyncVectorEnv:
         copy=False,
         autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
     )
-
-
-def sample_row_layout(
-    observation_space: gym.spaces.Box, action_space: gym.spaces.Discrete, policy_config: Any
-) -> dict[str, tuple[tuple[int, ...], np.dtype[Any]]]:
-    """Per-row shape and dtype of every column ``RolloutWorker.sample()`` returns for these
-    spaces and this policy config, without stepping an env (memory estimates before launch).
-
-    Returns:
-        ``column -> (row shape, dtype)``; e.g. ``obs -> ((4,), float32)`` for CartPole.
-
-    Raises:
-        pydantic.ValidationError: ``policy_config`` is not a valid policy config.
-    """
-    config = as_policy_config(policy_config)
-    obs = (tuple(observation_space.shape), np.dtype(observation_space.dtype))
-    i64, f32, flag = np.dtype(np.int64), np.dtype(np.float32), np.dtype(bool)
-    layout = {
-        _SB.OBS: obs,
-        _SB.ACTIONS: ((), i64),
-        _SB.REWARDS: ((), f32),
-        _SB.TERMINATEDS: ((), flag),
-        _SB.TRUNCATEDS: ((), flag),
-        _SB.EPS_ID: ((), i64),
-        _SB.T: ((), i64),
-    }
-    if config.algo == "dqn":
-        layout[_SB.NEXT_OBS] = obs
-        if config.n_step > 1:
-            layout[_SB.N_STEPS] = ((), i64)
-    else:  # actor-critic: a2c, ppo
-        layout[_SB.ACTION_LOGP] = ((), f32)
-        layout[_SB.ACTION_DIST_INPUTS] = ((int(action_space.n),), f32)
-        for col in (_SB.VF_PREDS, _SB.BOOTSTRAP_VALUES, _SB.ADVANTAGES, _SB.VALUE_TARGETS):
-            layout[col] = ((), f32)
-    return layout
 
 
 class RolloutWorker:

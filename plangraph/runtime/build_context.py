@@ -136,7 +136,8 @@ class BuildContext:
         Raises:
             BuildError: the seed is not an integer in [0, 2**63 - 1], an override is
                 invalid, the env id is unknown, the replay buffers cannot fit in the
-                available memory, or a worker set asks for more than
+                available memory (replay actors: in the memory Ray reports, once Ray
+                is up; a located PG176 diagnostic), or a worker set asks for more than
                 ``MAX_WORKERS_PER_CPU`` (4) remote workers per CPU (all before Ray starts),
                 or ``address`` is unreachable (within seconds); with ``address``, the
                 worker bound is checked against the cluster's CPUs once joined.
@@ -144,7 +145,7 @@ class BuildContext:
         import ray
 
         from plangraph.rl import WorkerSet, make_replay_buffer
-        from plangraph.runtime.memory_check import check_replay_memory
+        from plangraph.runtime.memory_check import check_replay_actor_memory, check_replay_memory
         from plangraph.runtime.ray_session import cluster_cpus, ensure_ray, local_cpus
 
         try:
@@ -177,6 +178,10 @@ class BuildContext:
         ensure_ray(address)
         if address:
             _check_worker_counts(params, cluster_cpus(), f"the cluster at {address}")
+        # Replay actors live wherever Ray places them: checked against Ray's memory.
+        shard_memory = {
+            e.resource: e.shard_nbytes for e in check_replay_actor_memory(compiled, params)
+        }
         worker_sets: dict[str, Any] = {}
         buffers: dict[str, Any] = {}
         shard_sets: dict[str, Any] = {}
@@ -192,7 +197,9 @@ class BuildContext:
             elif res.kind == "ReplayActors":
                 from plangraph.rl.replay_actors import ReplayActorSet
 
-                shard_sets[rid] = ReplayActorSet(p, seed=res_seed, name=rid)
+                shard_sets[rid] = ReplayActorSet(
+                    p, seed=res_seed, name=rid, shard_memory=shard_memory.get(rid)
+                )
             elif res.kind == "LearnerThread":
                 pass  # built below, once the worker set it trains exists
             else:
