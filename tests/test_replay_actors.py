@@ -4,6 +4,7 @@ runs that lose a replay shard or a rollout worker and go on."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 import warnings
@@ -331,7 +332,7 @@ def test_explain_shows_the_shards_the_memory_and_the_per_worker_epsilons(
 
 
 def _monotone(results: list[dict[str, Any]]) -> None:
-    for before, after in zip(results, results[1:], strict=False):
+    for before, after in itertools.pairwise(results):
         for key, value in before["counters"].items():
             assert after["counters"].get(key, 0) >= value, key
         assert after["num_env_steps_sampled"] >= before["num_env_steps_sampled"]
