@@ -31,7 +31,7 @@ PLANS = ROOT / "plans"
 OUT = ROOT / "docs" / "diagrams"
 README = ROOT / "README.md"
 BEGIN, END = "<!-- diagrams:begin -->", "<!-- diagrams:end -->"
-SEED_PLANS = ("ppo", "a2c", "a2c_microbatch", "dqn", "impala", "appo")
+SEED_PLANS = ("ppo", "a2c", "a2c_microbatch", "dqn", "impala", "appo", "apex")
 """The plans the README shows, headline (`plangraph run plans/ppo.json`) first; every plan
 in plans/ gets a diagram."""
 
