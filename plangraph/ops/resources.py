@@ -84,6 +84,22 @@ class ReplayActorsParams(ReplayBufferParams):
     ``max_shard_restarts``, replaced by an empty one while the run goes on.
     """
 
+    capacity: int = Field(
+        50_000, ge=1, description="Capacity in env steps over all shards (FIFO per shard)."
+    )
+    learning_starts: int = Field(
+        1_000,
+        ge=0,
+        description=(
+            "Env steps stored over all shards before replay; a shard is sampled once it "
+            "holds its share."
+        ),
+    )
+    beta_annealing_steps: int = Field(
+        100_000,
+        ge=0,
+        description="Env steps sampled over all shards over which beta anneals (per-shard share).",
+    )
     num_shards: int = Field(4, ge=1, description="Replay actors, one buffer shard each.")
     max_shard_restarts: int = Field(
         0,
