@@ -439,3 +439,30 @@ def test_compiler_accepts_replay_actors_where_each_op_can_use_them() -> None:
     (diag,) = [d for d in plangraph.analyze(dqn).diagnostics if d.code == "PG142"]
     assert "needs a ReplayActors resource, but '@replay' is a ReplayBuffer" in diag.message
     assert plangraph.analyze(PLANS / "apex.json").ok  # StoreToReplay takes either kind
+
+
+def test_a_checkpoint_holds_every_shard_and_a_restored_run_goes_on(tmp_path: Path) -> None:
+    compiled = _apex()
+    algo = compiled.build(seed=0)
+    try:
+        algo.train()
+        r1 = algo.train()
+        algo.save(tmp_path / "ckpt")
+        shards = algo.ctx.replay_actors["replay"]
+        held = [_shard_state(shards, k)["num_entries"] for k in range(2)]
+        stored = list(shards.stored)
+    finally:
+        algo.stop()
+    assert sum(held) > 0
+    restored = compiled.build(seed=0)
+    try:
+        restored.restore(tmp_path / "ckpt")
+        shards = restored.ctx.replay_actors["replay"]
+        assert [_shard_state(shards, k)["num_entries"] for k in range(2)] == held
+        assert shards.stored == stored
+        r2 = restored.train()
+        assert r2["iteration"] == r1["iteration"] + 1
+        assert r2["num_env_steps_sampled"] > r1["num_env_steps_sampled"]
+        assert r2["counters"]["num_env_steps_replayed"] > r1["counters"]["num_env_steps_replayed"]
+    finally:
+        restored.stop()
