@@ -466,3 +466,17 @@ def test_a_checkpoint_holds_every_shard_and_a_restored_run_goes_on(tmp_path: Pat
         assert r2["counters"]["num_env_steps_replayed"] > r1["counters"]["num_env_steps_replayed"]
     finally:
         restored.stop()
+
+
+def test_validate_memory_limit_needs_memory_and_a_size(capsys: pytest.CaptureFixture[str]) -> None:
+    from plangraph import cli
+
+    plan = str(PLANS / "apex.json")
+    assert cli.main(["validate", "--memory-limit", "1GiB", plan]) == 2
+    assert "--memory-limit needs --memory" in capsys.readouterr().err
+    assert cli.main(["validate", "--memory", "--memory-limit", "lots", plan]) == 2
+    assert "expects a size such as 8GiB, got 'lots'" in capsys.readouterr().err
+    assert cli.main(["validate", "--quiet", "--memory", "--memory-limit", "64MiB", plan]) == 0
+    assert cli.main(["validate", "--quiet", "--memory", "--memory-limit", "8MiB", plan]) == 1
+    out = capsys.readouterr().out
+    assert "error PG176 [replay-memory]" in out and "needs about 11.4 MiB when full" in out

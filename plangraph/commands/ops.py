@@ -14,7 +14,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="list operators, or show one with its params",
         description="List the operator catalog, or describe one operator: its port "
         "types, how it applies to a stream, and its params with defaults, ranges, units. "
-        "NAME may also be a resource kind (WorkerSet, ReplayBuffer, LearnerThread).",
+        "NAME may also be a resource kind (WorkerSet, ReplayBuffer, ReplayActors, LearnerThread).",
     )
     p.add_argument(
         "name", nargs="?", metavar="NAME", help="operator (or resource kind) to describe"
