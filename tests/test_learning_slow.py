@@ -25,6 +25,7 @@ BUDGETS = {  # env steps sampled
     "impala": 1_000_000,
     "appo": 1_000_000,
     "a3c": 1_000_000,
+    "apex": 300_000,
 }
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("ray_session")]

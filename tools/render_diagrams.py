@@ -44,6 +44,7 @@ SEED_PLANS = (
     "impala",
     "appo",
     "a3c",
+    "apex",
     "ppo_pendulum",
     "sac_pendulum",
 )

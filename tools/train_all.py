@@ -53,6 +53,7 @@ BUDGETS: dict[str, int] = {
     "impala": 1_000_000,
     "appo": 1_000_000,
     "a3c": 1_000_000,
+    "apex": 300_000,
     "ppo_pendulum": 1_000_000,
     "sac_pendulum": 30_000,
 }

@@ -9,7 +9,7 @@ renderer and the lowering never recompute them.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,7 +22,7 @@ from plangraph.compiler.topology import Topology
 from plangraph.ir.plan import Node, Plan, Resource, dump_json
 from plangraph.ir.source import Location
 from plangraph.ir.types import PortType
-from plangraph.ops.registry import OpSignature
+from plangraph.ops.registry import OpSignature, all_resource_kinds
 from plangraph.text import brief
 
 __all__ = [
@@ -337,10 +337,12 @@ class CompiledPlan:
             output=self.output,
         )
 
-    def explain(self) -> str:
+    def explain(self, resource_notes: Mapping[str, Sequence[str]] | None = None) -> str:
         """A readable account: the checks run, the optimisation passes (what each changed
         in the executed plan, before/after and why, or why not), the typed nodes in order
-        with their placement after the passes, resources, diagnostics."""
+        with their placement after the passes, resources (with what their kind notes, e.g.
+        replay shards, per-worker exploration, plus ``resource_notes[id]`` lines a caller
+        adds, e.g. memory estimates), diagnostics."""
         lines = [
             f"plan {brief(self.plan.name)}: {_count(len(self.nodes), 'node')}, "
             f"{_count(len(self.resources), 'resource')}, output {brief(self.output)} "
@@ -383,8 +385,9 @@ class CompiledPlan:
                 lines.append(f"  {'':<{wid}}    executed with: {changed}")
         if self.resources:
             lines += ["", "resources (params resolved, defaults included):"]
+            kinds = all_resource_kinds()
             for r in self.resources.values():
-                where = " (a thread in the driver)" if r.kind == "LearnerThread" else ""
+                where = _WHERE.get(r.kind, "")
                 lines.append(
                     f"  {r.id}: {r.kind}{where}; writers: {', '.join(r.writers) or '-'}; "
                     f"readers: {', '.join(r.readers) or '-'}"
@@ -394,6 +397,10 @@ class CompiledPlan:
                 changed = _changed(declared, executed.resources[r.id].params)
                 if changed:
                     lines.append(f"      executed with: {changed}")
+                kind = kinds.get(r.kind)
+                if kind is not None and kind.notes is not None and r.params is not None:
+                    lines += ["      " + x for x in kind.notes(r.params)]
+                lines += ["      " + x for x in (resource_notes or {}).get(r.id, ())]
         lines += ["", "diagnostics:" if self.diagnostics else "diagnostics: none"]
         for d in self.diagnostics:
             lines += ["  " + x for x in d.format().splitlines()]
@@ -485,6 +492,13 @@ class CompiledPlan:
         from plangraph import runtime
 
         return runtime.build(self, **kwargs)
+
+
+_WHERE = {
+    "LearnerThread": " (a thread in the driver)",
+    "ReplayActors": " (sharded over Ray actors)",
+}
+"""Where a resource of each kind lives, when not in the driver's dataflow itself."""
 
 
 def _count(n: int, word: str) -> str:

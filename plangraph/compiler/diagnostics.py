@@ -146,6 +146,12 @@ CODES: dict[str, tuple[str, Severity, str]] = {
         "error",
         "The policy's model cannot read the env's observations.",
     ),
+    "PG185": (
+        "replay-memory",
+        "error",
+        "Replay buffers that cannot fit in the memory available when full (validate "
+        "--memory; replay actors at build, against the memory Ray reports).",
+    ),
     # the compiler itself
     "PG199": (
         "internal-check-error",

@@ -49,7 +49,14 @@ _TRAINERS = ("TrainOneStep", "ComputeGradients", "Enqueue", "AsyncGradients")
 
 #: operators whose output items are their input items (same env steps per item)
 _PASS_THROUGH = frozenset(
-    {"Duplicate", "Enqueue", "StoreToReplay", "UpdateWorkerWeights", "WaitUntilTimestepsElapsed"}
+    {
+        "Duplicate",
+        "Enqueue",
+        "StoreToReplay",
+        "UpdatePriorities",
+        "UpdateWorkerWeights",
+        "WaitUntilTimestepsElapsed",
+    }
 )
 
 
@@ -275,7 +282,7 @@ def _replay_readers_upstream(ctx: Context, nid: str) -> list[str]:
     readers = {
         r
         for rid, res in ctx.plan.resources.items()
-        if res.kind == "ReplayBuffer"
+        if res.kind in ("ReplayBuffer", "ReplayActors")
         for r in ctx.readers.get(rid, [])
         if r in anc
     }
@@ -426,7 +433,7 @@ def _item_size(ctx: Context, nid: str) -> int | None:
             found = _worker_set(ctx, cur)
             item = _rollout_item(found[1], _param(ctx, cur, "mode")) if found else None
             return item[0] if item else None
-        if op == "LocalReplay":
+        if op in ("LocalReplay", "ParallelReplay"):
             size = _param(ctx, cur, "batch_size")
             return size if isinstance(size, int) else None
         if op == "ConcatBatches":

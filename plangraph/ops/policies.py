@@ -34,6 +34,7 @@ __all__ = [
     "SACConfig",
     "Schedule",
     "check_schedule",
+    "per_worker_epsilon",
 ]
 
 CAPABILITIES: dict[str, str] = {
@@ -252,6 +253,32 @@ class DQNConfig(_PolicyBase):
             "with gamma**k from the state k <= n steps later. 1 = one-step DQN."
         ),
     )
+    per_worker_epsilon_alpha: float | None = Field(
+        None,
+        ge=0.0,
+        description=(
+            "Ape-X per-worker exploration (Horgan et al. 2018, sec. 4.1): rollout worker i "
+            "of N (i = 0 .. N-1) acts with epsilon_i = epsilon ** (1 + alpha * i / (N - 1)), "
+            "epsilon the annealed schedule above (Ape-X: epsilon 0.4 constant, i.e. "
+            "epsilon_timesteps 0 and epsilon_final 0.4, alpha 7); one worker uses epsilon. "
+            "None: every worker uses epsilon. Dimensionless."
+        ),
+    )
+
+
+def per_worker_epsilon(epsilon: float, worker: int, num_workers: int, alpha: float) -> float:
+    """Ape-X's exploration epsilon of rollout worker ``worker`` (0-based) of
+    ``num_workers`` (Horgan et al. 2018, sec. 4.1):
+    ``epsilon ** (1 + alpha * worker / (num_workers - 1))``; ``epsilon`` for one worker.
+
+    Raises:
+        ValueError: ``worker`` outside ``[0, num_workers)``.
+    """
+    if not 0 <= worker < num_workers:
+        raise ValueError(f"worker {worker} is not one of the {num_workers} rollout workers")
+    if num_workers == 1:
+        return float(epsilon)
+    return float(epsilon ** (1.0 + alpha * worker / (num_workers - 1)))
 
 
 class _VTraceBase(_ActorCriticBase):

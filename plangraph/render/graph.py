@@ -332,7 +332,7 @@ def to_dot(compiled: CompiledPlan, rankdir: str = "TB", profile: RunProfile | No
                 **_style_attrs(RESOURCE_STYLE, rmarks, bool(rmarks)),
                 "label": box_label(
                     f"@{rid}",
-                    f"{kind} · thread in the driver" if kind == "LearnerThread" else kind,
+                    _resource_kind_text(kind, res.params if res else None),
                     _resource_lines(
                         res.params if res else None, raw, res.raw_params if res else {}
                     ),
@@ -594,3 +594,13 @@ def _legend(
     anchor = compiled.output if compiled.output in node_ids else (node_ids or [None])[-1]
     if anchor is not None:
         w.edge(anchor, rows[0][0], {"style": "invis"})
+
+
+def _resource_kind_text(kind: str, params: Any) -> str:
+    """The kind line of a resource box, with where it lives when not in the dataflow."""
+    if kind == "LearnerThread":
+        return f"{kind} · thread in the driver"
+    shards = getattr(params, "num_shards", None)
+    if kind == "ReplayActors" and isinstance(shards, int):
+        return f"{kind} · {shards} shard actor{'s' if shards != 1 else ''}"
+    return kind

@@ -17,7 +17,11 @@ for ``|x| <= delta`` and ``delta (|x| - delta / 2)`` beyond. The target network 
 of the online net refreshed by ``update_target()``.
 
 Exploration: epsilon-greedy with epsilon annealed linearly from ``epsilon_initial`` to
-``epsilon_final`` over ``epsilon_timesteps`` env steps sampled (``set_global_vars``).
+``epsilon_final`` over ``epsilon_timesteps`` env steps sampled (``set_global_vars``). With
+``per_worker_epsilon_alpha`` (Ape-X, Horgan et al. 2018, sec. 4.1) rollout worker ``i`` of
+``N`` acts with ``epsilon ** (1 + alpha * i / (N - 1))`` instead
+(``plangraph.ops.policies.per_worker_epsilon``; its ``RolloutWorker`` tells the policy
+which worker it is).
 """
 
 from __future__ import annotations
@@ -32,14 +36,14 @@ import torch.nn.functional as F
 
 from plangraph.ops.models import MLPModel
 from plangraph.rl.models import EncoderQNetwork, QNetwork, build_encoder, soft_update
-from plangraph.rl.numpy_policy import linear_epsilon
+from plangraph.rl.numpy_policy import EpsilonExploration
 from plangraph.rl.policy import Stats, TorchPolicy, to_tensor
 from plangraph.rl.sample_batch import SampleBatch
 
 _SB = SampleBatch
 
 
-class DQNPolicy(TorchPolicy):
+class DQNPolicy(EpsilonExploration, TorchPolicy):
     """DQN policy: online Q-network, target Q-network, epsilon-greedy exploration."""
 
     model: QNetwork | EncoderQNetwork
@@ -67,11 +71,6 @@ class DQNPolicy(TorchPolicy):
         for p in self.target_model.parameters():
             p.requires_grad_(False)
         return model
-
-    @property
-    def epsilon(self) -> float:
-        """Exploration epsilon at ``global_timestep`` (env steps sampled)."""
-        return linear_epsilon(self.config, self.global_timestep)
 
     def compute_actions(
         self, obs: np.ndarray, explore: bool = True

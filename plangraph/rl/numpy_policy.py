@@ -37,6 +37,7 @@ from plangraph.ops.policies import (
     IMPALAConfig,
     PolicyConfigModel,
     PPOConfig,
+    per_worker_epsilon,
 )
 
 _SUPPORTED_CONFIGS: dict[type[Any], tuple[str, ...]] = {
@@ -67,7 +68,7 @@ _KNOWN_FIELDS: dict[str, frozenset[str]] = {
     | {"clip_param", "vf_clip_param"},
     "dqn": _COMMON
     | {"double_q", "huber_delta", "epsilon_initial", "epsilon_final", "epsilon_timesteps"}
-    | {"n_step"},
+    | {"n_step", "per_worker_epsilon_alpha"},
     "impala": _COMMON | _GAUSSIAN | _VTRACE,
     "appo": _COMMON | _GAUSSIAN | _VTRACE | {"clip_param", "kl_coeff", "kl_target", "use_kl_loss"},
 }
@@ -181,6 +182,46 @@ class _MLP:
             if i < last:
                 x = np.tanh(x, out=x) if self.activation == "tanh" else np.maximum(x, 0, out=x)
         return x
+
+
+class EpsilonExploration:
+    """DQN's epsilon-greedy exploration schedule, shared by ``DQNPolicy`` and its numpy
+    copy: ``linear_epsilon`` of the policy's ``global_timestep``, or with
+    ``per_worker_epsilon_alpha`` set, the Ape-X epsilon of the rollout worker the copy acts
+    for (``per_worker_epsilon``, Horgan et al. 2018 sec. 4.1). Needs ``config``
+    (``DQNConfig``) and ``global_timestep`` (env steps) on the class it is mixed into."""
+
+    config: Any
+    global_timestep: int
+
+    #: (worker, num_workers) of the rollout worker acting with this copy (Ape-X exploration)
+    exploration_worker: tuple[int, int] = (0, 1)
+
+    def set_exploration_worker(self, worker: int, num_workers: int) -> None:
+        """This copy acts for rollout worker ``worker`` (0-based) of ``num_workers``: with
+        ``per_worker_epsilon_alpha`` set, its epsilon is that worker's Ape-X epsilon.
+
+        Raises:
+            ValueError: ``worker`` outside ``[0, num_workers)``.
+        """
+        if not 0 <= worker < num_workers:
+            raise ValueError(f"worker {worker} is not one of {num_workers} rollout workers")
+        self.exploration_worker = (int(worker), int(num_workers))
+
+    @property
+    def base_epsilon(self) -> float:
+        """The annealed epsilon schedule at ``global_timestep`` (env steps sampled)."""
+        return linear_epsilon(self.config, self.global_timestep)
+
+    @property
+    def epsilon(self) -> float:
+        """Exploration epsilon at ``global_timestep``: ``base_epsilon``, or with
+        ``per_worker_epsilon_alpha`` that of this copy's rollout worker (Ape-X)."""
+        alpha = self.config.per_worker_epsilon_alpha
+        if alpha is None:
+            return self.base_epsilon
+        worker, num_workers = self.exploration_worker
+        return per_worker_epsilon(self.base_epsilon, worker, num_workers, alpha)
 
 
 class NumpyPolicy:
@@ -304,15 +345,10 @@ class NumpyActorCriticPolicy(NumpyPolicy):
         return self._nets["vf_net"].forward(self._flat(obs))[:, 0]
 
 
-class NumpyDQNPolicy(NumpyPolicy):
+class NumpyDQNPolicy(EpsilonExploration, NumpyPolicy):
     """Epsilon-greedy Q-network of ``DQNPolicy``, forward in numpy."""
 
     config: DQNConfig
-
-    @property
-    def epsilon(self) -> float:
-        """Exploration epsilon at ``global_timestep`` (``linear_epsilon``)."""
-        return linear_epsilon(self.config, self.global_timestep)
 
     def compute_actions(
         self, obs: np.ndarray, explore: bool = True

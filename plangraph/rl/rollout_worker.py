@@ -70,11 +70,11 @@ from typing import TYPE_CHECKING, Any
 import gymnasium as gym
 import numpy as np
 
-from plangraph.rl.action_layout import action_layout
 from plangraph.rl.env_state import capture_env, restore_env
 from plangraph.rl.numpy_policy import make_numpy_policy, numpy_inference_supported
 from plangraph.rl.policy_config import as_policy_config
 from plangraph.rl.postprocessing import compute_gae, compute_n_step_returns
+from plangraph.rl.row_layout import action_row, sample_row_layout
 from plangraph.rl.sample_batch import SampleBatch
 from plangraph.rl.seeding import derive_seeds
 from plangraph.rl.worker_gradients import WorkerGradients, sample_and_compute_gradients
@@ -85,6 +85,8 @@ from plangraph.startup_trace import mark
 if TYPE_CHECKING:
     from plangraph.rl.numpy_policy import NumpyPolicy
     from plangraph.rl.policy import TorchPolicy
+
+__all__ = ["EnvSpec", "RolloutWorker", "env_creator", "make_vector_env", "sample_row_layout"]
 
 EnvSpec = str | Callable[[], gym.Env]
 """A gymnasium env id (``"CartPole-v1"``) or a zero-argument creator of a ``gym.Env``."""
@@ -126,52 +128,6 @@ def make_vector_env(env: EnvSpec, num_envs: int) -> gym.vector.SyncVectorEnv:
     )
 
 
-def _action_row(action_space: gym.Space[Any]) -> tuple[tuple[int, ...], np.dtype[Any]]:
-    """Row shape and dtype of the ``actions`` column: int64 ``()`` for ``Discrete``, the
-    space's own shape otherwise (float32 for ``Box``, int64 for ``MultiDiscrete``)."""
-    if isinstance(action_space, gym.spaces.Discrete):
-        return (), np.dtype(np.int64)
-    if isinstance(action_space, gym.spaces.Box):
-        return tuple(action_space.shape), np.dtype(np.float32)
-    return tuple(action_space.shape), np.dtype(np.int64)
-
-
-def sample_row_layout(
-    observation_space: gym.spaces.Box, action_space: gym.Space[Any], policy_config: Any
-) -> dict[str, tuple[tuple[int, ...], np.dtype[Any]]]:
-    """Per-row shape and dtype of every column ``RolloutWorker.sample()`` returns for these
-    spaces and this policy config, without stepping an env (memory estimates before launch).
-
-    Returns:
-        ``column -> (row shape, dtype)``; e.g. ``obs -> ((4,), float32)`` for CartPole.
-
-    Raises:
-        pydantic.ValidationError: ``policy_config`` is not a valid policy config.
-    """
-    config = as_policy_config(policy_config)
-    obs = (tuple(observation_space.shape), np.dtype(observation_space.dtype))
-    i64, f32, flag = np.dtype(np.int64), np.dtype(np.float32), np.dtype(bool)
-    layout = {
-        _SB.OBS: obs,
-        _SB.ACTIONS: _action_row(action_space),
-        _SB.REWARDS: ((), f32),
-        _SB.TERMINATEDS: ((), flag),
-        _SB.TRUNCATEDS: ((), flag),
-        _SB.EPS_ID: ((), i64),
-        _SB.T: ((), i64),
-    }
-    if "replay" in config.capabilities:  # dqn, sac
-        layout[_SB.NEXT_OBS] = obs
-        if config.n_step > 1:
-            layout[_SB.N_STEPS] = ((), i64)
-    else:  # actor-critic: a2c, ppo
-        layout[_SB.ACTION_LOGP] = ((), f32)
-        layout[_SB.ACTION_DIST_INPUTS] = ((action_layout(action_space)[2],), f32)
-        for col in (_SB.VF_PREDS, _SB.BOOTSTRAP_VALUES, _SB.ADVANTAGES, _SB.VALUE_TARGETS):
-            layout[col] = ((), f32)
-    return layout
-
-
 class RolloutWorker:
     """Samples postprocessed fragments; usable in-process or as a Ray actor.
 
@@ -192,6 +148,9 @@ class RolloutWorker:
             worker then never imports torch, and needs ``set_weights`` before its first
             ``sample()``. Remote workers of a ``WorkerSet`` do; the default (False) builds
             a torch policy, which a caller may also train.
+        num_workers: remote workers of the worker set this one belongs to (``worker_index``
+            ``1..num_workers``); a DQN policy with ``per_worker_epsilon_alpha`` explores
+            with this worker's Ape-X epsilon. ``None``: the only worker.
 
     Raises:
         ValueError: ``num_envs`` or ``rollout_fragment_length`` < 1, or unsupported spaces.
@@ -209,6 +168,7 @@ class RolloutWorker:
         policy: TorchPolicy | None = None,
         torch_threads: int | None = None,
         numpy_inference: bool = False,
+        num_workers: int | None = None,
     ) -> None:
         if num_envs < 1:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
@@ -245,9 +205,14 @@ class RolloutWorker:
             self.policy = make_policy(
                 self.observation_space, self.action_space, self.config, self.policy_seed
             )
+        self._exploration_worker = (
+            (self.worker_index - 1, num_workers) if num_workers and self.worker_index >= 1 else None
+        )
+        if self._exploration_worker is not None and hasattr(self.policy, "set_exploration_worker"):
+            self.policy.set_exploration_worker(*self._exploration_worker)
         self._obs_shape = tuple(self.observation_space.shape)
         self._obs_dtype = self.observation_space.dtype
-        self._action_shape, self._action_dtype = _action_row(self.action_space)
+        self._action_shape, self._action_dtype = action_row(self.action_space)
         box = isinstance(self.action_space, gym.spaces.Box)
         self._action_low = self.action_space.low if box else None
         self._action_high = self.action_space.high if box else None
@@ -421,6 +386,8 @@ class RolloutWorker:
         state = self.policy.get_sampling_state()
         if state["weights"]:
             policy.set_sampling_state(state)
+        if self._exploration_worker is not None and hasattr(policy, "set_exploration_worker"):
+            policy.set_exploration_worker(*self._exploration_worker)
         self.policy = policy
 
     def _postprocess_actor_critic(

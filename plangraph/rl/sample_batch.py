@@ -40,6 +40,8 @@ column               dtype        meaning
 ``t``                int64        step index of the row inside its episode (0-based)
 ``weights``          float32      importance-sampling weights (prioritized replay)
 ``batch_indexes``    int64        replay-buffer insertion ids (prioritized replay)
+``replay_shard``     int64        index of the replay shard a row was sampled from
+                                  (``ReplayActors``; ``UpdatePriorities`` reads it)
 ==================== ============ ===========================================================
 
 Completed-episode statistics ride along as metadata, not as columns: ``episode_returns``
@@ -90,6 +92,7 @@ class SampleBatch:
     T = "t"
     WEIGHTS = "weights"
     BATCH_INDEXES = "batch_indexes"
+    REPLAY_SHARD = "replay_shard"
 
     __slots__ = ("_columns", "_count", "episode_lengths", "episode_returns")
 

@@ -226,6 +226,7 @@ class WorkerSet:
             worker_index,
             torch_threads=1,
             numpy_inference=True,
+            num_workers=self.num_workers,
         )
         if self._batch_transforms:  # a replacement runs the same worker-side maps
             worker.set_batch_transforms.remote(self._batch_transforms)
