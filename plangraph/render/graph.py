@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from plangraph.ir.refs import resource_ref_id
 from plangraph.render import heat
-from plangraph.render.dotlang import DotWriter, Html, escape_html
+from plangraph.render.dotlang import DotWriter, Html, clip, escape_html
 from plangraph.render.labels import Mark, ParamLine, box_label, edge_label, tooltip
 from plangraph.render.style import (
     CATEGORY_STYLES,
@@ -217,7 +217,8 @@ def _resource_lines(
 
 def _title(compiled: CompiledPlan, marks: _Marks, profile: RunProfile | None = None) -> Html:
     plan = compiled.plan
-    rows = [f'<FONT POINT-SIZE="16"><B>{escape_html(plan.name or "(unnamed plan)")}</B></FONT>']
+    name = escape_html(clip(plan.name or "(unnamed plan)"))
+    rows = [f'<FONT POINT-SIZE="16"><B>{name}</B></FONT>']
     if plan.description:
         for line in textwrap.wrap(" ".join(plan.description.split()), 90)[:3]:
             rows.append(f'<FONT COLOR="{MUTED_COLOR}">{escape_html(line)}</FONT>')
