@@ -275,3 +275,46 @@ def test_pettingzoo_knights_archers_zombies_samples() -> None:
     archer = batch.policy_batches["archer"]
     assert archer[SampleBatch.OBS].shape[1:] == (27, 5)
     assert np.isfinite(archer[SampleBatch.ADVANTAGES]).all()
+
+
+TWO = {
+    "ppo_policy": {"algo": "ppo"},
+    "dqn_policy": {"algo": "dqn", "epsilon_timesteps": 1000},
+}
+MAP = {"agent_0": "ppo_policy", "agent_1": "dqn_policy"}
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_worker_set_keeps_per_policy_global_vars_and_state(
+    num_workers: int, ray_session: None
+) -> None:
+    from plangraph.rl.multi_agent_worker_set import MultiAgentWorkerSet
+
+    ws = MultiAgentWorkerSet("MultiAgentCartPole", {"num_agents": 2}, num_workers, 2, 8, TWO, MAP)
+    try:
+        assert sorted(ws.local_policy) == ["dqn_policy", "ppo_policy"]
+        batch = ws.sample()
+        assert batch.env_steps() == max(1, num_workers) * 2 * 8
+        assert batch.policy_agent_steps()["dqn_policy"] <= batch.env_steps()
+        ws.sync_weights({"dqn_policy": {"timestep": 500}, "ppo_policy": {"timestep": 7}})
+        state, learners = ws.get_state(), ws.local_policy.get_state()
+        assert sorted(learners) == ["dqn_policy", "ppo_policy"]
+        assert state["global_vars"]["dqn_policy"] == {"timestep": 500}
+        if num_workers:
+            import ray
+
+            w = ray.get(ws.remote_workers[0].get_state.remote())
+            assert w["policies"]["dqn_policy"]["global_timestep"] == 500
+        else:
+            assert ws.local_policy["dqn_policy"].global_timestep == 500
+        after = ws.sample()
+        ws.local_policy.set_state(learners)
+        ws.set_state(state)
+        again = ws.sample()
+        for pid in after.policy_batches:  # resumed sampling repeats the same rows
+            np.testing.assert_array_equal(
+                after.policy_batches[pid][SampleBatch.OBS],
+                again.policy_batches[pid][SampleBatch.OBS],
+            )
+    finally:
+        ws.stop()

@@ -16,9 +16,19 @@ from plangraph.ops.policies import PolicyConfig, per_worker_epsilon
 from plangraph.ops.registry import ResourceKind, register_resource_kind
 from plangraph.ops.wrappers import WrapperSpec
 
+EnvConfigValue = str | int | float | bool | None
+
 
 class WorkerSetParams(BaseModel):
-    """A local learner policy plus ``num_workers`` remote rollout workers (Ray actors)."""
+    """A local learner policy plus ``num_workers`` remote rollout workers (Ray actors).
+
+    Single-agent: ``env`` is a gymnasium env id and ``policy`` the one policy. Multi-agent:
+    ``env`` is a registered multi-agent env name (``plangraph.rl.multi_agent_env``, e.g.
+    ``MultiAgentCartPole``) built with ``env_config``, ``policies`` declares the policies
+    by id (``{"ppo_policy": {"algo": "ppo", ...}, ...}``) and ``policy_mapping`` maps each
+    agent id or glob pattern to one of them (``plangraph.ops.policy_mapping``); the
+    rollouts are then ``MultiAgentBatch``es.
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
@@ -33,7 +43,27 @@ class WorkerSetParams(BaseModel):
             "train batch (pass rollout-sizing; 64 where it cannot)."
         ),
     )
-    policy: PolicyConfig = Field(description="Algorithm and its hyperparameters.")
+    policy: PolicyConfig | None = Field(
+        None, description="Algorithm and its hyperparameters (single-agent; else policies)."
+    )
+    policies: dict[str, PolicyConfig] | None = Field(
+        None,
+        description=(
+            "Multi-agent: policy id -> algorithm and hyperparameters; the env is then a "
+            "registered multi-agent env name."
+        ),
+    )
+    policy_mapping: dict[str, str] = Field(
+        default_factory=dict,
+        description=(
+            'Multi-agent: agent id or glob pattern ("agent_*") -> policy id; an exact id '
+            "wins, else the pattern with the most literal characters."
+        ),
+    )
+    env_config: dict[str, EnvConfigValue] = Field(
+        default_factory=dict,
+        description='Multi-agent: keyword arguments of the env creator ({"num_agents": 2}).',
+    )
     wrappers: tuple[WrapperSpec, ...] = Field(
         (),
         description=(
@@ -63,6 +93,31 @@ class WorkerSetParams(BaseModel):
             "of that worker within the window (at most 60 s)."
         ),
     )
+
+    @model_validator(mode="after")
+    def _one_policy_table(self) -> WorkerSetParams:
+        if (self.policy is None) == (self.policies is None):
+            raise ValueError(
+                "a WorkerSet declares either policy (single-agent) or policies (multi-agent), "
+                "exactly one of them"
+            )
+        if self.policies is not None and not self.policies:
+            raise ValueError("policies must declare at least one policy")
+        if self.policies is None and (self.policy_mapping or self.env_config):
+            raise ValueError(
+                "policy_mapping and env_config are for multi-agent worker sets: declare "
+                "policies, or remove them"
+            )
+        if self.policies is not None and not self.policy_mapping:
+            raise ValueError(
+                'a multi-agent WorkerSet needs a policy_mapping (e.g. {"*": "<policy id>"})'
+            )
+        return self
+
+    @property
+    def multi_agent(self) -> bool:
+        """Whether this worker set samples a multi-agent env (``policies`` declared)."""
+        return self.policies is not None
 
 
 class ReplayBufferParams(BaseModel):
@@ -204,7 +259,7 @@ def _worker_set_notes(params: WorkerSetParams) -> list[str]:
     """Per-worker exploration (Ape-X) of a DQN worker set: each rollout worker's epsilon."""
     policy = params.policy
     alpha = getattr(policy, "per_worker_epsilon_alpha", None)
-    if alpha is None:
+    if policy is None or alpha is None:
         return []
     n = max(1, params.num_workers)
     annealed = policy.epsilon_timesteps > 0

@@ -8,7 +8,10 @@ Modules: ``sample_batch`` (SampleBatch), ``postprocessing`` (GAE, returns), ``se
 ``vtrace`` (V-trace), ``impala`` (IMPALAPolicy), ``appo`` (APPOPolicy), ``sac`` (SACPolicy),
 ``distributions`` (action distributions),
 ``env_state`` (env snapshots for checkpoints), ``rollout_worker`` (RolloutWorker),
-``worker_set`` (WorkerSet, ResumeWarning), ``sum_tree``,
+``worker_set`` (WorkerSet, ResumeWarning), ``sum_tree``, multi-agent: ``multi_agent_env``
+(MultiAgentCartPole, PettingZoo envs by name), ``multi_agent_batch`` (MultiAgentBatch),
+``multi_agent_worker`` (MultiAgentRolloutWorker), ``multi_agent_worker_set``
+(MultiAgentWorkerSet),
 ``replay_buffer`` (ReplayBuffer, PrioritizedReplayBuffer, make_replay_buffer).
 """
 
@@ -38,6 +41,10 @@ _EXPORTS: dict[str, str] = {
     "PrioritizedReplayBuffer": "plangraph.rl.replay_buffer",
     "make_replay_buffer": "plangraph.rl.replay_buffer",
     "SumTree": "plangraph.rl.sum_tree",
+    "MultiAgentBatch": "plangraph.rl.multi_agent_batch",
+    "MultiAgentCartPole": "plangraph.rl.multi_agent_env",
+    "MultiAgentRolloutWorker": "plangraph.rl.multi_agent_worker",
+    "MultiAgentWorkerSet": "plangraph.rl.multi_agent_worker_set",
 }
 
 __all__ = [
@@ -45,6 +52,10 @@ __all__ = [
     "APPOPolicy",
     "DQNPolicy",
     "IMPALAPolicy",
+    "MultiAgentBatch",
+    "MultiAgentCartPole",
+    "MultiAgentRolloutWorker",
+    "MultiAgentWorkerSet",
     "PPOPolicy",
     "PrioritizedReplayBuffer",
     "ReplayBuffer",
@@ -68,6 +79,10 @@ if TYPE_CHECKING:
     from plangraph.rl.appo import APPOPolicy
     from plangraph.rl.dqn import DQNPolicy
     from plangraph.rl.impala import IMPALAPolicy
+    from plangraph.rl.multi_agent_batch import MultiAgentBatch
+    from plangraph.rl.multi_agent_env import MultiAgentCartPole
+    from plangraph.rl.multi_agent_worker import MultiAgentRolloutWorker
+    from plangraph.rl.multi_agent_worker_set import MultiAgentWorkerSet
     from plangraph.rl.policies import make_policy
     from plangraph.rl.policy import TorchPolicy
     from plangraph.rl.postprocessing import compute_advantages, compute_gae, compute_returns

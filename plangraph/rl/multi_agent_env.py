@@ -1,7 +1,8 @@
 """Multi-agent envs: PettingZoo ``ParallelEnv``s by registered name.
 
 A plan names its multi-agent env by a registered name (``"MultiAgentCartPole"``), never by
-an import path: a JSON plan holds data, not code. :func:`register_multi_agent_env` maps a
+an import path: a JSON plan holds data, not code. The registry
+(``plangraph.ops.multi_agent_envs.register_multi_agent_env``, re-exported here) maps a
 name to a creator ``creator(**env_config) -> ParallelEnv`` (a Python plan or a module
 passed with ``--import`` may register its own); :func:`make_multi_agent_env` builds one.
 
@@ -23,61 +24,65 @@ once ``env.agents`` is empty.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import importlib
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 from pettingzoo import ParallelEnv
 
+from plangraph.ops.multi_agent_envs import (
+    get_multi_agent_env,
+    multi_agent_env_names,
+    register_multi_agent_env,
+)
 from plangraph.text import close_matches
 
 __all__ = [
     "MultiAgentCartPole",
+    "knights_archers_zombies",
     "make_multi_agent_env",
     "multi_agent_env_names",
     "register_multi_agent_env",
+    "resolve_multi_agent_env",
 ]
 
 EnvCreator = Callable[..., ParallelEnv]
-_REGISTRY: dict[str, EnvCreator] = {}
 
 
-def register_multi_agent_env(name: str, creator: EnvCreator) -> None:
-    """Register ``creator(**env_config) -> ParallelEnv`` under ``name`` (replaces any
-    earlier creator of that name).
-
-    Raises:
-        ValueError: ``name`` is empty.
-        TypeError: ``creator`` is not callable.
-    """
-    if not name:
-        raise ValueError("a multi-agent env name must not be empty")
-    if not callable(creator):
-        raise TypeError(f"creator of multi-agent env {name!r} must be callable, got {creator!r}")
-    _REGISTRY[name] = creator
-
-
-def multi_agent_env_names() -> list[str]:
-    """Registered multi-agent env names, sorted."""
-    return sorted(_REGISTRY)
-
-
-def make_multi_agent_env(name: str, env_config: dict[str, Any] | None = None) -> ParallelEnv:
-    """A new ``ParallelEnv`` of the registered ``name`` with ``env_config`` as keyword args.
+def resolve_multi_agent_env(name: str) -> EnvCreator:
+    """The creator registered as ``name`` (``plangraph.ops.multi_agent_envs``), its
+    ``"module:attr"`` text imported; resolved in the driver, it travels to the workers.
 
     Raises:
         KeyError: ``name`` is not registered (the message lists close names).
     """
-    creator = _REGISTRY.get(name)
-    if creator is None:
+    entry = get_multi_agent_env(name)
+    if entry is None:
         names = multi_agent_env_names()
         close = close_matches(name, names)
         hint = f" (did you mean {', '.join(map(repr, close))}?)" if close else ""
         raise KeyError(
             f"unknown multi-agent env {name!r}{hint}; registered: {', '.join(names)} "
-            "(register one with plangraph.rl.multi_agent_env.register_multi_agent_env)"
+            "(register one with plangraph.ops.multi_agent_envs.register_multi_agent_env)"
         )
+    if isinstance(entry.creator, str):
+        module, _, attr = entry.creator.partition(":")
+        return getattr(importlib.import_module(module), attr)  # type: ignore[no-any-return]
+    return entry.creator
+
+
+def make_multi_agent_env(
+    env: str | EnvCreator, env_config: Mapping[str, Any] | None = None
+) -> ParallelEnv:
+    """A new ``ParallelEnv``: of the registered name ``env``, or from the creator ``env``,
+    with ``env_config`` as keyword arguments.
+
+    Raises:
+        KeyError: ``env`` is a name that is not registered (close names listed).
+    """
+    creator = resolve_multi_agent_env(env) if isinstance(env, str) else env
     return creator(**dict(env_config or {}))
 
 
@@ -142,11 +147,8 @@ class MultiAgentCartPole(ParallelEnv):
             env.close()
 
 
-def _knights_archers_zombies(**env_config: Any) -> ParallelEnv:
+def knights_archers_zombies(**env_config: Any) -> ParallelEnv:
+    """PettingZoo's ``knights_archers_zombies_v11.parallel_env(**env_config)``."""
     from pettingzoo.butterfly import knights_archers_zombies_v11
 
     return knights_archers_zombies_v11.parallel_env(**env_config)
-
-
-register_multi_agent_env("MultiAgentCartPole", MultiAgentCartPole)
-register_multi_agent_env("knights_archers_zombies_v11", _knights_archers_zombies)

@@ -161,11 +161,7 @@ class MultiAgentRolloutWorker:
         self.rollout_fragment_length = int(rollout_fragment_length)
         self.worker_index = int(worker_index)
         self.policy_seed, self.sub_env_seeds = derive_seeds(seed, worker_index, num_envs)
-        make = env if callable(env) else None
-        self.envs = [
-            make(**dict(env_config or {})) if make else make_multi_agent_env(str(env), env_config)
-            for _ in range(self.num_envs)
-        ]
+        self.envs = [make_multi_agent_env(env, env_config) for _ in range(self.num_envs)]
         first = self.envs[0]
         self.possible_agents: list[str] = list(first.possible_agents)
         self.agent_policy: dict[str, str] = {}
@@ -402,6 +398,97 @@ class MultiAgentRolloutWorker:
         for pid, gv in global_vars.items():
             if pid in self.policies:
                 self.policies[pid].set_global_vars(gv)
+
+    # --- checkpoints ------------------------------------------------------------------
+    def get_state(self, include_policy: bool = True) -> dict[str, Any]:
+        """This worker's state between two ``sample()`` calls, as plain data: per env copy
+        the live agents, current observations, partial per-agent episodes (return, length,
+        id) and env episode, and its env's state (``{"snapshot": [per agent sub-env
+        capture_env]}`` for an env exposing ``sub_envs`` such as ``MultiAgentCartPole``,
+        else ``{"snapshot": None, "reason": ...}``: reset on restore); the counters; and,
+        with ``include_policy``, each policy copy's sampling state (weights, timestep, RNG).
+        """
+        from plangraph.rl.env_state import capture_env
+
+        envs = []
+        for sub in self.envs:
+            subs = getattr(sub, "sub_envs", None)
+            entry: dict[str, Any] = {"snapshot": None, "reason": "no sub_envs to capture"}
+            if subs is not None:
+                snaps = {a: capture_env(e) for a, e in subs.items()}
+                bad = [f"{a}: {why}" for a, (snap, why) in snaps.items() if snap is None]
+                entry = (
+                    {"snapshot": {a: snap for a, (snap, _) in snaps.items()}}
+                    if not bad
+                    else {"snapshot": None, "reason": "; ".join(bad)}
+                )
+            envs.append(entry)
+        state: dict[str, Any] = {
+            "worker_index": self.worker_index,
+            "num_envs": self.num_envs,
+            "envs": envs,
+            "agents": [list(sub.agents) for sub in self.envs],
+            "obs": [{a: np.array(o, copy=True) for a, o in obs.items()} for obs in self._obs],
+            "ep_return": [dict(d) for d in self._ep_return],
+            "ep_len": [dict(d) for d in self._ep_len],
+            "eps_ids": [dict(d) for d in self._eps_ids],
+            "env_return": self._env_return.copy(),
+            "env_len": self._env_len.copy(),
+            "eps_counter": self._eps_counter,
+            "num_env_steps_sampled": self.num_env_steps_sampled,
+            "num_agent_steps_sampled": dict(self.num_agent_steps_sampled),
+        }
+        if include_policy:
+            state["policies"] = {pid: p.get_sampling_state() for pid, p in self.policies.items()}
+        return state
+
+    def set_state(self, state: Mapping[str, Any]) -> list[int]:
+        """Continue from ``get_state()`` of a worker with the same env, ``num_envs`` and
+        ``worker_index``; returns the env copies reset instead of restored (their partial
+        episodes dropped, a reset seed derived from the env steps sampled).
+
+        Raises:
+            ValueError: the state is of another ``num_envs`` or ``worker_index``.
+        """
+        from plangraph.rl.env_state import restore_env
+
+        if int(state["num_envs"]) != self.num_envs:
+            raise ValueError(
+                f"worker state has {state['num_envs']} env copies, this worker has {self.num_envs}"
+            )
+        if int(state["worker_index"]) != self.worker_index:
+            raise ValueError(
+                f"worker state is of worker {state['worker_index']}, this is worker "
+                f"{self.worker_index}"
+            )
+        self._eps_counter = int(state["eps_counter"])
+        self.num_env_steps_sampled = int(state["num_env_steps_sampled"])
+        self.num_agent_steps_sampled = {
+            pid: int(n) for pid, n in state["num_agent_steps_sampled"].items()
+        }
+        reset = []
+        for k, (sub, entry) in enumerate(zip(self.envs, state["envs"], strict=True)):
+            if entry["snapshot"] is not None:
+                for a, snap in entry["snapshot"].items():
+                    restore_env(sub.sub_envs[a], snap)
+                sub.agents = list(state["agents"][k])
+                self._obs[k] = {a: np.array(o) for a, o in state["obs"][k].items()}
+                self._ep_return[k] = dict(state["ep_return"][k])
+                self._ep_len[k] = {a: int(n) for a, n in state["ep_len"][k].items()}
+                self._eps_ids[k] = {a: int(n) for a, n in state["eps_ids"][k].items()}
+                self._env_return[k] = float(state["env_return"][k])
+                self._env_len[k] = int(state["env_len"][k])
+                continue
+            seq = np.random.SeedSequence(
+                self.sub_env_seeds[k], spawn_key=(self.num_env_steps_sampled,)
+            )
+            self._obs[k], _ = sub.reset(seed=int(seq.generate_state(1)[0] % (2**31)))
+            self._start_episode(k, list(sub.agents))
+            reset.append(k)
+        for pid, ps in state.get("policies", {}).items():
+            if pid in self.policies:
+                self.policies[pid].set_sampling_state(ps)
+        return reset
 
     def get_spaces(self) -> dict[str, tuple[Any, Any]]:
         """Policy id -> ``(observation space, action space)`` of its agents."""
