@@ -152,6 +152,39 @@ CODES: dict[str, tuple[str, Severity, str]] = {
         "Replay buffers that cannot fit in the memory available when full (validate "
         "--memory; replay actors at build, against the memory Ray reports).",
     ),
+    # multi-agent plans
+    "PG190": (
+        "unknown-policy",
+        "error",
+        "A policy_mapping entry or an operator's policies names a policy the worker set "
+        "does not declare.",
+    ),
+    "PG191": (
+        "unmapped-agent",
+        "error",
+        "An agent of the multi-agent env that no policy_mapping entry maps to a policy.",
+    ),
+    "PG192": (
+        "unused-mapping-entry",
+        "warning",
+        "A policy_mapping agent id or pattern that matches no agent of the env.",
+    ),
+    "PG193": (
+        "untrained-policy",
+        "warning",
+        "A declared policy that no operator trains (it acts with its initial weights).",
+    ),
+    "PG194": (
+        "policies-misuse",
+        "error",
+        "policies= that cannot apply: on a single-agent worker set, or not exactly one "
+        "policy where one batch of one policy's rows is meant.",
+    ),
+    "PG195": (
+        "unknown-multi-agent-env",
+        "error",
+        "A multi-agent worker set's env names no registered multi-agent env.",
+    ),
     # the compiler itself
     "PG199": (
         "internal-check-error",

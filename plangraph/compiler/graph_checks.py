@@ -10,7 +10,17 @@ import networkx as nx
 
 from plangraph.compiler.context import Context
 from plangraph.compiler.topology import Topology
-from plangraph.ir.types import ANY, RESULT, PortType, is_assignable, substitute, unify
+from plangraph.ir.refs import resource_ref_id
+from plangraph.ir.types import (
+    ANY,
+    MULTI_AGENT_BATCH,
+    RESULT,
+    SAMPLE_BATCH,
+    PortType,
+    is_assignable,
+    substitute,
+    unify,
+)
 from plangraph.ops.registry import all_ops, close_matches
 from plangraph.text import brief
 
@@ -164,9 +174,19 @@ def check_types(ctx: Context) -> None:
             ctx.types[nid] = sig.infer_output(known, params)
         else:
             ctx.types[nid] = substitute(sig.output, bindings)
+        if ctx.types[nid] == SAMPLE_BATCH and sig.apply == "source" and _multi_agent(ctx, nid):
+            # The rollouts of a multi-agent worker set are per-policy batches.
+            ctx.types[nid] = MULTI_AGENT_BATCH
         for src in node.inputs:
             if topo.graph.has_edge(src, nid):
                 topo.graph.edges[src, nid]["type"] = ctx.types.get(src)
+
+
+def _multi_agent(ctx: Context, nid: str) -> bool:
+    """Whether node ``nid`` reads a multi-agent worker set (its ``workers`` param)."""
+    rid = resource_ref_id(getattr(ctx.params.get(nid), "workers", None))
+    ws = ctx.res_params.get(rid) if rid is not None else None
+    return bool(getattr(ws, "multi_agent", False))
 
 
 def _mismatch(

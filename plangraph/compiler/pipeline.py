@@ -15,7 +15,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from plangraph.compiler import graph_checks, merge_checks, resolve, resource_checks, semantic_checks
+from plangraph.compiler import (
+    graph_checks,
+    merge_checks,
+    multi_agent_checks,
+    resolve,
+    resource_checks,
+    semantic_checks,
+)
 from plangraph.compiler.compiled import PassRecord
 from plangraph.compiler.context import Context
 
@@ -62,6 +69,10 @@ BUILTIN_CHECKS: tuple[Check, ...] = (
     Check.of("replay-ready", semantic_checks.check_replay_ready),
     Check.of("batch-sizes", semantic_checks.check_batch_sizes),
     Check.of("gradient-sources", semantic_checks.check_gradient_sources),
+    # multi-agent: env names, policy mapping, policies= params, untrained policies
+    Check.of("policy-mapping", multi_agent_checks.check_policy_mapping),
+    Check.of("policies", multi_agent_checks.check_multi_agent_policies),
+    Check.of("trained-policies", multi_agent_checks.check_trained_policies),
     # how Concurrently drives its branches (a plan that would hang is refused here)
     Check.of("branches-produce", merge_checks.check_branches_produce),
     Check.of("branch-turns", merge_checks.check_branch_turns),

@@ -86,7 +86,14 @@ def _worker_set(ctx: Context, nid: str) -> tuple[str, WorkerSetParams] | None:
     if found is None:
         return None
     assert isinstance(found[1], WorkerSetParams)
-    return found[0], found[1]
+    ws = found[1]
+    if ws.policies is not None:
+        # Multi-agent: the checks of one policy apply to the one policy the node names.
+        named = _param(ctx, nid, "policies") or ()
+        if not isinstance(named, tuple) or len(named) != 1 or named[0] not in ws.policies:
+            return None
+        ws = ws.model_copy(update={"policy": ws.policies[named[0]]})
+    return found[0], ws
 
 
 def _algos_with(capability: str) -> str:
@@ -261,8 +268,8 @@ def check_env_spaces(ctx: Context) -> None:
     """Each worker set's policy reads its env's observations and acts in its action space."""
     for rid, res in ctx.plan.resources.items():
         ws = ctx.res_params.get(rid)
-        if not isinstance(ws, WorkerSetParams):
-            continue
+        if not isinstance(ws, WorkerSetParams) or ws.policy is None:
+            continue  # a multi-agent env is not a gymnasium id (multi_agent_checks)
         spaces = env_spaces(ws.env, ws.wrappers)
         if spaces is None:
             continue

@@ -2,8 +2,9 @@
 
 A port type is one of
 
-* a named type: ``SampleBatch`` (rollout rows, columnar), ``GradInfo`` (gradients of one
-  learner step plus the env steps they cover), ``TrainInfo`` (learner stats after an update),
+* a named type: ``SampleBatch`` (rollout rows, columnar), ``MultiAgentBatch`` (one
+  ``SampleBatch`` per policy of a multi-agent worker set; what its rollouts are),
+  ``GradInfo`` (gradients of one learner step plus the env steps they cover), ``TrainInfo`` (learner stats after an update),
   ``Result`` (one training-iteration result dict), or any other capitalised name a user
   operator declares;
 * ``Any``: unknown statically;
@@ -34,6 +35,7 @@ from dataclasses import dataclass, field
 __all__ = [
     "ANY",
     "GRAD_INFO",
+    "MULTI_AGENT_BATCH",
     "RESULT",
     "SAMPLE_BATCH",
     "TRAIN_INFO",
@@ -96,6 +98,7 @@ class PortType:
 
 ANY = PortType("Any")
 SAMPLE_BATCH = PortType("SampleBatch")
+MULTI_AGENT_BATCH = PortType("MultiAgentBatch")
 GRAD_INFO = PortType("GradInfo")
 TRAIN_INFO = PortType("TrainInfo")
 RESULT = PortType("Result")

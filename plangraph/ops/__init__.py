@@ -14,6 +14,7 @@ from plangraph.ops.builtin.combine import (
     Batch,
     ConcatBatches,
     Flatten,
+    SelectExperiences,
     StandardizeFields,
     WaitUntilTimestepsElapsed,
 )
@@ -37,6 +38,7 @@ from plangraph.ops.builtin.train import (
     UpdateWorkerWeights,
 )
 from plangraph.ops.declare import register_op
+from plangraph.ops.multi_agent_envs import register_multi_agent_env
 from plangraph.ops.registry import (
     APPLY_MODES,
     CATEGORIES,
@@ -89,6 +91,7 @@ __all__ = [
     "ReplayBufferParams",
     "ResourceKind",
     "ResourceParam",
+    "SelectExperiences",
     "StandardMetricsReporting",
     "StandardizeFields",
     "StoreToReplay",
@@ -106,6 +109,7 @@ __all__ = [
     "get_resource_kind",
     "learner_thread",
     "op_factory",
+    "register_multi_agent_env",
     "register_op",
     "register_resource_kind",
     "replay_actors",

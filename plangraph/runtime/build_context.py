@@ -97,6 +97,23 @@ def resolve_worker_env(rid: str, env: Any) -> Any:
         ) from exc
 
 
+def _resolve_multi_agent_env(rid: str, env: Any) -> Any:
+    """The creator of multi-agent worker set ``rid``'s env: a registered name resolved
+    here in the driver (``plangraph.rl.multi_agent_env``), or a creator as given.
+
+    Raises:
+        BuildError: the name is not registered (close names listed).
+    """
+    if callable(env):
+        return env
+    from plangraph.rl.multi_agent_env import resolve_multi_agent_env
+
+    try:
+        return resolve_multi_agent_env(env)
+    except KeyError as exc:
+        raise BuildError(f"resource {rid!r}: {exc.args[0]}") from exc
+
+
 def _wrapped(env: Any, params: Any) -> Any:
     """``env`` (a creator) inside worker set ``params``'s declared wrappers, if any."""
     if not params.wrappers:
@@ -233,14 +250,24 @@ class BuildContext:
         }
         # Each worker set's env, resolved here so that it travels to the workers (a
         # callable passed to build() replaces the plan's env id).
+        # Multi-agent worker sets resolve their registered env name themselves
+        # (plangraph.rl.multi_agent_env); they have no gymnasium spaces to warm up.
+        multi = {
+            rid
+            for rid, p in params.items()
+            if compiled.resources[rid].kind == "WorkerSet" and getattr(p, "multi_agent", False)
+        }
         envs = {
             rid: _wrapped(resolve_worker_env(rid, env if callable(env) else p.env), p)
             for rid, p in params.items()
-            if compiled.resources[rid].kind == "WorkerSet"
+            if compiled.resources[rid].kind == "WorkerSet" and rid not in multi
         }
+        for rid in sorted(multi):
+            envs[rid] = _resolve_multi_agent_env(rid, env if env is not None else params[rid].env)
         if isinstance(env, str):  # the plan's own env was checked by the compiler
             for rid in envs:
-                _check_spaces(rid, params[rid])
+                if rid not in multi:
+                    _check_spaces(rid, params[rid])
         # A buffer that can never fill is refused now, not after the workers started.
         check_replay_memory(compiled, params, envs=envs)
         # Bound the worker count by the CPUs Ray will have: before Ray starts when it is
@@ -251,7 +278,11 @@ class BuildContext:
             _check_worker_counts(params, local_cpus(), "this machine")
         # torch and the env spaces, while Ray starts (plangraph.runtime.warm_start).
         warmup = Warmup(
-            {rid: params[rid] for rid, r in compiled.resources.items() if r.kind == "WorkerSet"},
+            {
+                rid: params[rid]
+                for rid, r in compiled.resources.items()
+                if r.kind == "WorkerSet" and rid not in multi
+            },
             read_spaces=not address,
             envs=envs,
         ).start()
@@ -274,7 +305,11 @@ class BuildContext:
         for (rid, res), ss in zip(sorted(compiled.resources.items()), seeds, strict=False):
             res_seed = int(ss.generate_state(1)[0])
             p = params[rid]
-            if res.kind == "WorkerSet":
+            if res.kind == "WorkerSet" and rid in multi:
+                from plangraph.rl.multi_agent_worker_set import MultiAgentWorkerSet
+
+                worker_sets[rid] = MultiAgentWorkerSet.from_params(p, seed=res_seed, env=envs[rid])
+            elif res.kind == "WorkerSet":
                 # The actors are created first; then the learner waits for the warm-up.
                 worker_sets[rid] = WorkerSet.from_params(
                     p, seed=res_seed, env=envs[rid], spaces=functools.partial(warmup.spaces, rid)
@@ -410,6 +445,8 @@ class BuildContext:
             ws.local_policy.set_state(policy_state)
             if rid in state.get("workers", {}):
                 ws.set_state(state["workers"][rid])
+            elif getattr(ws, "multi_agent", False):
+                ws.sync_weights(self.run_state.policy_global_vars(ws.local_policy))
             else:
                 ws.sync_weights(self.run_state.global_vars())
         for rid, buf_state in state["buffers"].items():

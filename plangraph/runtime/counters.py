@@ -11,6 +11,11 @@ replay actors (Ape-X): ``num_env_steps_stored`` (StoreToReplay: rows sent to the
 ``num_priorities_applied`` and ``num_priorities_stale`` (UpdatePriorities: rows whose TD
 error went back, was applied, or found its slot overwritten), ``num_replay_shard_restarts``
 (dead shards replaced; absent until one is).
+
+Multi-agent plans add ``num_agent_steps_sampled`` and ``num_agent_steps_trained`` (one per
+agent per env step it acted in) and, per policy id, ``num_agent_steps_sampled/<id>`` and
+``num_agent_steps_trained/<id>`` (:func:`policy_counter`): each policy's schedules
+(``global_vars``) advance with its own agent steps sampled only.
 """
 
 from __future__ import annotations
@@ -30,3 +35,10 @@ PRIORITIES_SENT: Final = "num_priorities_sent"
 PRIORITIES_APPLIED: Final = "num_priorities_applied"
 PRIORITIES_STALE: Final = "num_priorities_stale"
 SHARD_RESTARTS: Final = "num_replay_shard_restarts"
+AGENT_SAMPLED: Final = "num_agent_steps_sampled"
+AGENT_TRAINED: Final = "num_agent_steps_trained"
+
+
+def policy_counter(counter: str, policy_id: str) -> str:
+    """The per-policy counter ``"<counter>/<policy id>"`` (``num_agent_steps_sampled/dqn``)."""
+    return f"{counter}/{policy_id}"

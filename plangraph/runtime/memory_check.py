@@ -133,6 +133,8 @@ def estimate_replay_memory(
         if not feeders:
             continue
         ws_params = params[feeders[0]]
+        if getattr(ws_params, "policy", None) is None:
+            continue  # multi-agent rows (per policy): not estimated here
         env_spec = (envs or {}).get(feeders[0])
         if env_spec is None:
             env_spec = ws_params.env

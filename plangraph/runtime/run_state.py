@@ -16,13 +16,22 @@ from __future__ import annotations
 
 import collections
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from plangraph.flow.metrics import MetricsContext, Timer
-from plangraph.runtime.counters import RESTARTS, SAMPLED, TARGET_UPDATES, TRAINED
+from plangraph.runtime.counters import (
+    AGENT_SAMPLED,
+    AGENT_TRAINED,
+    RESTARTS,
+    SAMPLED,
+    TARGET_UPDATES,
+    TRAINED,
+    policy_counter,
+)
 
 if TYPE_CHECKING:
     from plangraph.compiler import CompiledPlan
@@ -98,9 +107,14 @@ class RunState:
             ``get_metrics()`` once the plan is lowered.
         iteration: training iterations completed.
         time_total_s: seconds spent inside iterations (s), summed over the run.
+        policy_episodes: multi-agent: per policy id, the window of its agents' completed
+            episodes (lengths in agent steps); empty for single-agent plans.
+        policy_learner: multi-agent: per policy id, its last learner stats.
     """
 
     episodes: EpisodeWindow = field(default_factory=EpisodeWindow)
+    policy_episodes: dict[str, EpisodeWindow] = field(default_factory=dict)
+    policy_learner: dict[str, dict[str, float]] = field(default_factory=dict)
     metrics: MetricsContext = field(default_factory=MetricsContext)
     iteration: int = 0
     time_total_s: float = 0.0
@@ -134,6 +148,22 @@ class RunState:
         """Sent with weights to workers; drives epsilon and lr schedules (env steps)."""
         # .get, not [...]: reading must not add a counter to the reported ones.
         return {"timestep": int(self.counters.get(SAMPLED, 0))}
+
+    def policy_global_vars(self, policy_ids: Iterable[str]) -> dict[str, dict[str, int]]:
+        """Multi-agent: each policy's own global vars, ``{id: {"timestep": its agent steps
+        sampled}}``, so its epsilon and lr schedules follow its own experience only."""
+        return {
+            pid: {"timestep": int(self.counters.get(policy_counter(AGENT_SAMPLED, pid), 0))}
+            for pid in policy_ids
+        }
+
+    def policy_window(self, policy_id: str) -> EpisodeWindow:
+        """The episode window of ``policy_id`` (created, as large as ``episodes``, on first
+        use)."""
+        window = self.policy_episodes.get(policy_id)
+        if window is None:
+            window = self.policy_episodes[policy_id] = EpisodeWindow(size=self.episodes.size)
+        return window
 
     # -- iterations ------------------------------------------------------------------------
 
@@ -180,6 +210,18 @@ class RunState:
             "learner": self.learner,
         }
         result.update(self.episodes.stats())
+        if self.policy_episodes or self.policy_learner:
+            result["num_agent_steps_sampled"] = counters.get(AGENT_SAMPLED, 0)
+            result["num_agent_steps_trained"] = counters.get(AGENT_TRAINED, 0)
+        for pid in sorted(set(self.policy_episodes) | set(self.policy_learner)):
+            prefix = f"policies/{pid}/"
+            window = self.policy_episodes.get(pid)
+            if window is not None:
+                result.update({prefix + k: v for k, v in window.stats().items()})
+                result[prefix + "episodes_total"] = window.total
+            for c in (AGENT_SAMPLED, AGENT_TRAINED):
+                result[prefix + c] = counters.get(policy_counter(c, pid), 0)
+            result[prefix + "learner"] = dict(self.policy_learner.get(pid, {}))
         return result
 
     # -- checkpoint state ------------------------------------------------------------------
@@ -187,12 +229,20 @@ class RunState:
     def get_state(self) -> dict[str, Any]:
         """Checkpoint data: ``iteration``, ``time_total_s``, ``metrics`` (counters and info;
         timers restart), ``episodes`` (window and total)."""
-        return {
+        state: dict[str, Any] = {
             "iteration": self.iteration,
             "time_total_s": self.time_total_s,
             "metrics": self.metrics.save(),
             "episodes": self.episodes.get_state(),
         }
+        if self.policy_episodes or self.policy_learner:
+            state["policy_episodes"] = {
+                pid: w.get_state() for pid, w in sorted(self.policy_episodes.items())
+            }
+            state["policy_learner"] = {
+                pid: dict(stats) for pid, stats in sorted(self.policy_learner.items())
+            }
+        return state
 
     def set_state(self, state: dict[str, Any]) -> None:
         """Continue from ``get_state()`` output (other keys of ``state`` are ignored)."""
@@ -200,3 +250,8 @@ class RunState:
         self.time_total_s = float(state["time_total_s"])
         self.metrics.restore(state["metrics"])
         self.episodes.set_state(state["episodes"])
+        for pid, window in state.get("policy_episodes", {}).items():
+            self.policy_window(pid).set_state(window)
+        self.policy_learner.update(
+            {pid: dict(stats) for pid, stats in state.get("policy_learner", {}).items()}
+        )

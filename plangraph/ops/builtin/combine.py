@@ -9,6 +9,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
+from plangraph.ops.builtin._shared import PolicyIds, policies_field, same_as_input
 from plangraph.ops.declare import register_op
 from plangraph.ops.registry import OpParams
 
@@ -19,6 +20,8 @@ __all__ = [
     "ConcatBatchesParams",
     "Flatten",
     "FlattenParams",
+    "SelectExperiences",
+    "SelectExperiencesParams",
     "StandardizeFields",
     "StandardizeFieldsParams",
     "WaitUntilTimestepsElapsed",
@@ -32,11 +35,23 @@ class ConcatBatchesParams(OpParams):
     A flat-map (use with ``.combine``): emits nothing until the running count reaches
     ``min_batch_size``, then one concatenated batch; batches are never split, so an output
     may exceed ``min_batch_size`` by up to one input batch.
+
+    Multi-agent (``MultiAgentBatch`` in and out, concatenated per policy):
+    ``count_steps_by="agent_steps"`` counts the rows (agent steps) of ``policies`` (of
+    every policy when empty) instead of env steps, as RLlib's ``count_steps_by``.
     """
 
-    min_batch_size: int = Field(ge=1, description="Env steps per emitted batch (at least).")
-    count_steps_by: Literal["env_steps"] = Field(
-        "env_steps", description="What is counted: env steps (single-agent plans)."
+    min_batch_size: int = Field(
+        ge=1, description="Env steps (or agent steps) per emitted batch (at least)."
+    )
+    count_steps_by: Literal["env_steps", "agent_steps"] = Field(
+        "env_steps",
+        description=(
+            "What is counted: env steps, or agent steps of `policies` (MultiAgentBatch only)."
+        ),
+    )
+    policies: PolicyIds = policies_field(
+        "with count_steps_by=agent_steps, the policies whose agent steps are counted (empty: all)"
     )
 
 
@@ -44,9 +59,31 @@ ConcatBatches = register_op(
     "ConcatBatches",
     category="combine",
     apply="combine",
-    inputs=["SampleBatch"],
-    output="SampleBatch",
+    inputs=["SampleBatch | MultiAgentBatch"],
+    output="SampleBatch | MultiAgentBatch",
     params=ConcatBatchesParams,
+    infer_output=same_as_input,
+    builtin=True,
+)
+
+
+class SelectExperiencesParams(OpParams):
+    """Keep only the listed policies' batches of each ``MultiAgentBatch`` (RLlib's
+    ``SelectExperiences``): ``MultiAgentBatch -> MultiAgentBatch``. The env-step count and
+    the env episodes are unchanged; the agent steps are those of the kept policies."""
+
+    policies: PolicyIds = Field(
+        min_length=1, description="Multi-agent: the policy ids whose rows are kept."
+    )
+
+
+SelectExperiences = register_op(
+    "SelectExperiences",
+    category="combine",
+    apply="for_each",
+    inputs=["MultiAgentBatch"],
+    output="MultiAgentBatch",
+    params=SelectExperiencesParams,
     builtin=True,
 )
 

@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from plangraph.ops.builtin._shared import ResourceRef
+from plangraph.ops.builtin._shared import PolicyIds, ResourceRef, policies_field, same_as_input
 from plangraph.ops.declare import register_op
 from plangraph.ops.registry import OpParams
 
@@ -51,14 +51,19 @@ class StoreToReplayParams(OpParams):
             "as workers are first seen)."
         ),
     )
+    policies: PolicyIds = policies_field(
+        "of a MultiAgentBatch, the one policy whose rows (agent steps) are stored; the "
+        "buffer's capacity then counts its agent steps"
+    )
 
 
 StoreToReplay = register_op(
     "StoreToReplay",
     category="replay",
     apply="for_each",
-    inputs=["SampleBatch"],
-    output="SampleBatch",
+    inputs=["SampleBatch | MultiAgentBatch"],
+    output="SampleBatch | MultiAgentBatch",
+    infer_output=same_as_input,
     params=StoreToReplayParams,
     resources={"buffer": (("ReplayBuffer", "ReplayActors"), "write")},
     builtin=True,

@@ -7,7 +7,13 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from plangraph.ops.builtin._shared import WORKERS_READ, ResourceRef, workers_field
+from plangraph.ops.builtin._shared import (
+    WORKERS_READ,
+    PolicyIds,
+    ResourceRef,
+    policies_field,
+    workers_field,
+)
 from plangraph.ops.declare import register_op
 from plangraph.ops.registry import OpParams
 
@@ -27,6 +33,13 @@ class StandardMetricsReportingParams(OpParams):
     ``learning_starts``), the run stops with ``PlanStalledError`` naming the starved node
     and the counters. Off by default, as in RLlib (which has none): a slow but healthy
     plan (a large ``learning_starts`` on a slow env) must not be killed.
+
+    Multi-agent: per policy of ``policies`` (every policy when empty) the result also
+    holds ``policies/<id>/episode_return_mean`` (and ``_min``, ``_max``,
+    ``episode_len_mean``: the agents' own episodes, their lengths in agent steps),
+    ``policies/<id>/num_agent_steps_sampled`` and ``_trained``, and
+    ``policies/<id>/learner`` (that policy's last learner stats); the plain
+    ``episode_return_mean`` is over env episodes (all agents' returns summed).
     """
 
     workers: ResourceRef = workers_field()
@@ -46,6 +59,9 @@ class StandardMetricsReportingParams(OpParams):
             "Seconds without an item reaching this node before the run stops with "
             "PlanStalledError (0: no watchdog)."
         ),
+    )
+    policies: PolicyIds = policies_field(
+        "the policies with their own result keys policies/<id>/... (empty: all)"
     )
 
 

@@ -9,7 +9,14 @@ from typing import Literal
 
 from pydantic import Field
 
-from plangraph.ops.builtin._shared import WORKERS_READ, WORKERS_WRITE, ResourceRef, workers_field
+from plangraph.ops.builtin._shared import (
+    WORKERS_READ,
+    WORKERS_WRITE,
+    PolicyIds,
+    ResourceRef,
+    policies_field,
+    workers_field,
+)
 from plangraph.ops.declare import register_op
 from plangraph.ops.registry import OpParams
 
@@ -45,9 +52,21 @@ class TrainOneStepParams(OpParams):
     between two rollout rounds (DQN: round-robin weight ``k``) may set
     ``update_workers_every=k``: the workers then receive the weights once, after the last
     update of the round, which is what their next rollout would have used anyway.
+
+    Multi-agent: a ``MultiAgentBatch`` trains each policy of ``policies`` (every policy in
+    the batch when empty) on its own rows, with its own global vars; a ``SampleBatch``
+    (replayed rows of one policy) trains the one policy ``policies`` names. Adds each
+    policy's rows to ``num_agent_steps_trained/<id>`` (and ``num_agent_steps_trained``),
+    the env steps once to ``num_env_steps_trained``, and broadcasts only the trained
+    policies' weights; the learner stats are per policy
+    (``policies/<id>/learner`` in the result).
     """
 
     workers: ResourceRef = workers_field()
+    policies: PolicyIds = policies_field(
+        "the policies trained (empty: every policy in the batch; exactly one for a "
+        "SampleBatch of replayed rows)"
+    )
     num_sgd_iter: int = Field(1, ge=1, description="Epochs over each train batch.")
     sgd_minibatch_size: int = Field(
         0, ge=0, description="Rows (env steps) per minibatch; 0 = the whole batch."
@@ -66,7 +85,7 @@ TrainOneStep = register_op(
     "TrainOneStep",
     category="train",
     apply="for_each",
-    inputs=["SampleBatch"],
+    inputs=["SampleBatch | MultiAgentBatch"],
     output="TrainInfo",
     params=TrainOneStepParams,
     resources=WORKERS_WRITE,
@@ -170,9 +189,16 @@ class UpdateTargetParams(OpParams):
     ``target <- (1 - tau) target + tau online`` (Polyak averaging, as SAC with ``freq = 0``
     and ``unit = "trained"``: after every train step). Counts syncs in
     ``num_target_updates``. Passes its input through.
+
+    Multi-agent: syncs the policies of ``policies`` (every policy with a target network
+    when empty), each when its own counter (``num_agent_steps_sampled/<id>`` or
+    ``num_agent_steps_trained/<id>``, agent steps) passes a multiple of ``freq``.
     """
 
     workers: ResourceRef = workers_field()
+    policies: PolicyIds = policies_field(
+        "the policies whose target networks are synced (empty: all that have one)"
+    )
     freq: int = Field(500, ge=0, description="Env steps between target-network syncs.")
     unit: Literal["sampled", "trained"] = Field(
         "sampled", description="Which env-step counter `freq` is measured in."

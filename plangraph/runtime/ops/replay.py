@@ -39,14 +39,33 @@ def _count_restarts(shards: Any, before: int) -> None:
         get_metrics().counters[SHARD_RESTARTS] += shards.num_restarts - before
 
 
+def _policy_rows(nid: str, batch: Any, policies: tuple[str, ...]) -> Any:
+    """What a replay buffer stores of ``batch``: a ``SampleBatch`` as it is; of a
+    ``MultiAgentBatch``, the rows of the one policy in ``policies`` (the compiler's PG194
+    asks for exactly one), so the buffer holds one policy's agent steps."""
+    per_policy = getattr(batch, "policy_batches", None)
+    if per_policy is None:
+        return batch
+    if len(policies) != 1:
+        raise ValueError(
+            f"StoreToReplay {nid!r} got a MultiAgentBatch but policies={list(policies)}; "
+            "name exactly the one policy whose rows it stores"
+        )
+    from plangraph.rl import SampleBatch
+
+    rows = per_policy.get(policies[0])
+    return rows if rows is not None else SampleBatch()
+
+
 @register_map("StoreToReplay")
 def _store_to_replay(node: Any, ctx: BuildContext) -> Callable[[Any], Any]:
     if ctx.compiled.resources[resource_id(node.params.buffer)].kind == "ReplayActors":
         return _store_to_replay_actors(node, ctx)
     buffer = ctx.buffer(node.params.buffer)
+    policies = tuple(node.params.policies)
 
     def store(batch: Any) -> Any:
-        buffer.add(batch)
+        buffer.add(_policy_rows(node.id, batch, policies))
         return batch
 
     return store

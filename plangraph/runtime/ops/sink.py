@@ -31,7 +31,15 @@ def _standard_metrics_reporting(
             elapsed_s, steps = state.iteration_progress(start)
             if elapsed_s < p.min_iter_time_s or steps < p.min_env_steps_per_iter:
                 continue
-            yield state.end_iteration(start, elapsed_s)
+            result = state.end_iteration(start, elapsed_s)
+            if p.policies:  # per-policy keys of the listed policies only
+                keep = tuple(f"policies/{pid}/" for pid in p.policies)
+                result = {
+                    k: v
+                    for k, v in result.items()
+                    if not k.startswith("policies/") or k.startswith(keep)
+                }
+            yield result
             start = state.begin_iteration()
 
     return inputs[0].transform(report, name=node.id)

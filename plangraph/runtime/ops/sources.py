@@ -8,7 +8,7 @@ from plangraph.flow.local import LocalIterator
 from plangraph.flow.metrics import get_metrics
 from plangraph.flow.parallel import ParallelIterator
 from plangraph.runtime.build_context import BuildContext
-from plangraph.runtime.counters import RESTARTS, SAMPLED
+from plangraph.runtime.counters import AGENT_SAMPLED, RESTARTS, SAMPLED, policy_counter
 from plangraph.runtime.implementations import register_lowering
 from plangraph.runtime.items import GradInfo
 from plangraph.startup_trace import mark
@@ -16,10 +16,11 @@ from plangraph.startup_trace import mark
 
 @register_lowering("ParallelRollouts")
 def _parallel_rollouts(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIterator[Any]:
-    from plangraph.rl import SampleBatch
+    from plangraph.rl import MultiAgentBatch, SampleBatch
 
     p = node.params
     ws = ctx.worker_set(p.workers)
+    multi_agent = getattr(ws, "multi_agent", False)
     # The pure maps the compiler moved onto this source's workers (pass worker-side-maps);
     # set on every lowering, so a re-lowered dataflow never keeps an old chain.
     ws.set_batch_transforms(ctx.worker_maps.get(node.id, ()))
@@ -39,8 +40,9 @@ def _parallel_rollouts(node: Any, inputs: list[Any], ctx: BuildContext) -> Local
 
         par = ParallelIterator.from_actors(ws.remote_workers, method="sample", name=node.id)
         if p.mode == "bulk_sync":
+            concat = MultiAgentBatch.concat_samples if multi_agent else SampleBatch.concat_samples
             stream = par.batch_across_shards(on_actor_failure=replace).for_each(
-                SampleBatch.concat_samples, name=node.id
+                concat, name=node.id
             )
         else:
             stream = par.gather_async(num_async=p.num_async, on_actor_failure=replace)
@@ -50,7 +52,17 @@ def _parallel_rollouts(node: Any, inputs: list[Any], ctx: BuildContext) -> Local
         metrics = get_metrics()
         metrics.counters[SAMPLED] += batch.env_steps()
         ctx.run_state.episodes.add(batch.episode_returns, batch.episode_lengths)
+        if multi_agent:
+            record_agent_steps(batch)
         return batch
+
+    def record_agent_steps(batch: Any) -> None:
+        # Env steps once (above); agent steps per agent, and per policy for its schedules.
+        counters = get_metrics().counters
+        counters[AGENT_SAMPLED] += batch.agent_steps()
+        for pid, b in batch.policy_batches.items():
+            counters[policy_counter(AGENT_SAMPLED, pid)] += b.count
+            ctx.run_state.policy_window(pid).add(b.episode_returns, b.episode_lengths)
 
     return stream.for_each(record, name=node.id)
 

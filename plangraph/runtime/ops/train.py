@@ -13,12 +13,15 @@ from plangraph.flow.sentinel import NOT_READY, note_local_wait
 from plangraph.rl.advantage_norm import pool_terms
 from plangraph.runtime.build_context import BuildContext, resource_id
 from plangraph.runtime.counters import (
+    AGENT_SAMPLED,
+    AGENT_TRAINED,
     ENQUEUE_RETRIES,
     ENQUEUED,
     SAMPLED,
     TARGET_UPDATES,
     TRAINED,
     WEIGHT_SYNCS,
+    policy_counter,
 )
 from plangraph.runtime.implementations import register_lowering, register_map
 from plangraph.runtime.items import GradInfo, ReplayPriorities, TrainInfo, scalar_stats
@@ -34,6 +37,8 @@ def _broadcast(ctx: BuildContext, ws: Any) -> None:
 def _train_one_step(node: Any, ctx: BuildContext) -> Callable[[Any], Any]:
     p = node.params
     ws = ctx.worker_set(p.workers)
+    if getattr(ws, "multi_agent", False):
+        return _train_policies(node, ctx, ws)
     # Prioritized replay upstream: TD errors of each update become the new priorities.
     # The compiler knows which replay buffers feed this node (through any replay reader).
     per_buffers = [
@@ -67,6 +72,61 @@ def _train_one_step(node: Any, ctx: BuildContext) -> Callable[[Any], Any]:
                 _broadcast(ctx, ws)
         mark("first_train")
         return TrainInfo(scalars, count, replay)
+
+    return train
+
+
+def _train_policies(node: Any, ctx: BuildContext, ws: Any) -> Callable[[Any], Any]:
+    """TrainOneStep of a multi-agent worker set: each named policy on its own rows."""
+    p = node.params
+    named = tuple(p.policies)
+    updates_key = f"num_updates/{node.id}"
+
+    def per_policy(batch: Any) -> dict[str, Any]:
+        if hasattr(batch, "policy_batches"):
+            return {
+                pid: b
+                for pid, b in batch.policy_batches.items()
+                if (not named or pid in named) and b.count > 0
+            }
+        if len(named) != 1:  # the compiler's PG194 catches this in a plan
+            raise ValueError(
+                f"TrainOneStep {node.id!r} got a SampleBatch (one policy's rows) but "
+                f"policies={list(named)}; name exactly the policy it trains"
+            )
+        return {named[0]: batch} if batch.count > 0 else {}
+
+    def train(batch: Any) -> TrainInfo:
+        metrics = get_metrics()
+        todo = per_policy(batch)
+        global_vars = ctx.run_state.policy_global_vars(todo)
+        all_stats: dict[str, float] = {}
+        trained_rows = 0
+        for pid, rows in todo.items():
+            policy = ws.local_policy[pid]
+            policy.set_global_vars(global_vars[pid])
+            with phase("learning"):
+                stats = dict(policy.train(rows, p.num_sgd_iter, p.sgd_minibatch_size))
+            stats.pop("td_error", None)
+            scalars = scalar_stats(stats)
+            ctx.run_state.policy_learner[pid] = scalars
+            all_stats.update({f"{pid}/{k}": v for k, v in scalars.items()})
+            metrics.counters[policy_counter(AGENT_TRAINED, pid)] += rows.count
+            metrics.counters[AGENT_TRAINED] += rows.count
+            trained_rows += rows.count
+        # Env steps once per batch: a MultiAgentBatch's own; replayed rows are agent steps.
+        count = batch.env_steps() if hasattr(batch, "policy_batches") else trained_rows
+        metrics.counters[TRAINED] += count
+        metrics.info["learner"] = all_stats
+        if todo:
+            metrics.counters[updates_key] += 1
+            if metrics.counters[updates_key] % p.update_workers_every == 0:
+                with phase("broadcast"):
+                    ws.sync_weights(
+                        ctx.run_state.policy_global_vars(ws.local_policy), policies=list(todo)
+                    )
+        mark("first_train")
+        return TrainInfo(all_stats, count)
 
     return train
 
@@ -210,6 +270,8 @@ def _update_target(node: Any, ctx: BuildContext) -> Callable[[Any], Any]:
     lock = ctx.policy_lock(p.workers)
     counter = SAMPLED if p.unit == "sampled" else TRAINED
     last_key = f"last_target_update_ts/{node.id}"
+    if getattr(ws, "multi_agent", False):
+        return _update_policy_targets(node, ws, lock)
 
     def update(item: Any) -> Any:
         metrics = get_metrics()
@@ -225,6 +287,38 @@ def _update_target(node: Any, ctx: BuildContext) -> Callable[[Any], Any]:
                     else:
                         ws.local_policy.update_target(tau=p.tau)
             metrics.counters[TARGET_UPDATES] += 1
+            metrics.counters[last_key] = now
+        return item
+
+    return update
+
+
+def _update_policy_targets(node: Any, ws: Any, lock: Any) -> Callable[[Any], Any]:
+    """UpdateTarget of a multi-agent worker set: each policy on its own agent steps."""
+    p = node.params
+    base = AGENT_SAMPLED if p.unit == "sampled" else AGENT_TRAINED
+    pids = [
+        pid
+        for pid in (p.policies or tuple(ws.local_policy))
+        if hasattr(ws.local_policy[pid], "update_target")
+    ]
+
+    def update(item: Any) -> Any:
+        metrics = get_metrics()
+        for pid in pids:
+            last_key = f"last_target_update_ts/{node.id}/{pid}"
+            now, last = metrics.counters[policy_counter(base, pid)], metrics.counters[last_key]
+            due = now > last if p.freq == 0 else now // p.freq > last // p.freq
+            if not due:
+                continue
+            with lock, phase("learning"):
+                policy = ws.local_policy[pid]
+                if p.tau == 1.0:
+                    policy.update_target()
+                else:
+                    policy.update_target(tau=p.tau)
+            metrics.counters[TARGET_UPDATES] += 1
+            metrics.counters[policy_counter(TARGET_UPDATES, pid)] += 1
             metrics.counters[last_key] = now
         return item
 
