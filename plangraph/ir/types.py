@@ -4,7 +4,8 @@ A port type is one of
 
 * a named type: ``SampleBatch`` (rollout rows, columnar), ``MultiAgentBatch`` (one
   ``SampleBatch`` per policy of a multi-agent worker set; what its rollouts are),
-  ``GradInfo`` (gradients of one learner step plus the env steps they cover), ``TrainInfo`` (learner stats after an update),
+  ``GradInfo`` (gradients of one learner step plus the env steps they cover),
+  ``TrainInfo`` (learner stats after an update),
   ``Result`` (one training-iteration result dict), or any other capitalised name a user
   operator declares;
 * ``Any``: unknown statically;
