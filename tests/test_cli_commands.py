@@ -35,17 +35,20 @@ def test_ops_lists_the_catalog(capsys: pytest.CaptureFixture[str]) -> None:
     assert lines[i + 1].split() == [
         "params:",
         "min_batch_size=<required>,",
-        'count_steps_by="env_steps"',
+        'count_steps_by="env_steps",',
+        "policies=[]",
     ]
 
 
 def test_ops_describes_one_operator(capsys: pytest.CaptureFixture[str]) -> None:
     rc, out, _ = _run(capsys, "ops", "ConcatBatches")
     assert rc == 0
-    assert out.startswith("ConcatBatches  [combine]  SampleBatch -> SampleBatch\n")
+    assert out.startswith(
+        "ConcatBatches  [combine]  MultiAgentBatch | SampleBatch -> SampleBatch\n"
+    )
     assert "  python: stream.combine(ConcatBatches(...))\n" in out
     assert "    min_batch_size: int (required, >= 1)\n" in out
-    assert "        Env steps per emitted batch (at least).\n" in out
+    assert "        Env steps (or agent steps) per emitted batch (at least).\n" in out
     rc, out, _ = _run(capsys, "ops", "UpdateTarget", "--format", "json")
     data = json.loads(out)
     assert data["apply"] == "for_each"

@@ -174,7 +174,7 @@ def test_type_mismatch_names_both_nodes_and_types() -> None:
     assert d.code == "PG130"
     assert d.message == (
         "type mismatch on edge 'c' -> 't2': Concurrently 'c' emits SampleBatch | TrainInfo, "
-        "but TrainOneStep 't2' input expects SampleBatch"
+        "but TrainOneStep 't2' input expects MultiAgentBatch | SampleBatch"
     )
     # a list where an item is expected suggests Flatten; the reverse suggests Batch
     doc = _plan(

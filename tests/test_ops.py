@@ -31,13 +31,15 @@ from plangraph.ops.describe import describe_op
 
 DESIGN_OPS = {
     "ParallelRollouts": ("source", "() -> SampleBatch"),
-    "ConcatBatches": ("combine", "SampleBatch -> SampleBatch"),
-    "TrainOneStep": ("train", "SampleBatch -> TrainInfo"),
+    # Multi-agent plans feed these MultiAgentBatch too (one SampleBatch per policy).
+    "ConcatBatches": ("combine", "MultiAgentBatch | SampleBatch -> SampleBatch"),
+    "TrainOneStep": ("train", "MultiAgentBatch | SampleBatch -> TrainInfo"),
     "ComputeGradients": ("train", "SampleBatch -> GradInfo"),
     "Batch": ("combine", "T -> list[T]"),
     "AverageGradients": ("train", "list[GradInfo] -> GradInfo"),
     "ApplyGradients": ("train", "GradInfo -> TrainInfo"),
-    "StoreToReplay": ("replay", "SampleBatch -> SampleBatch"),
+    "StoreToReplay": ("replay", "MultiAgentBatch | SampleBatch -> SampleBatch"),
+    "SelectExperiences": ("combine", "MultiAgentBatch -> MultiAgentBatch"),
     "LocalReplay": ("replay", "() -> SampleBatch"),
     "UpdateTarget": ("train", "TrainInfo -> TrainInfo"),
     "Concurrently": ("merge", "Any, Any, ... -> Any"),
@@ -233,7 +235,7 @@ def test_describe_gives_defaults_ranges_units() -> None:
         "required": True,
         "default": None,
         "constraints": [">= 1"],
-        "description": "Env steps per emitted batch (at least).",
+        "description": "Env steps (or agent steps) per emitted batch (at least).",
     }
 
 

@@ -26,6 +26,7 @@ NAMES = (
     "ppo",
     "ppo_pendulum",
     "sac_pendulum",
+    "two_trainer",
 )
 
 

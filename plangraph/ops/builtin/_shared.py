@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from plangraph.ir.types import ANY, PortType, join
+from plangraph.ir.types import MULTI_AGENT_BATCH, SAMPLE_BATCH, PortType
 
 __all__ = [
     "WORKERS_READ",
@@ -51,5 +51,7 @@ def policies_field(what: str) -> Any:
 
 
 def same_as_input(types: Sequence[PortType], _params: Any) -> PortType:
-    """Output rule of a pass-through op: the type of its (one) input, ``Any`` unknown."""
-    return join(types) if types else ANY
+    """Output rule of a batch op that serves both kinds of batch: ``MultiAgentBatch`` out
+    when one comes in, else ``SampleBatch`` (also for an unknown or wrong input, which the
+    input's own type check reports once)."""
+    return MULTI_AGENT_BATCH if list(types) == [MULTI_AGENT_BATCH] else SAMPLE_BATCH
