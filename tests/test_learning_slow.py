@@ -69,3 +69,32 @@ def test_plan_solves_pendulum_within_budget(plan: str) -> None:
         f"{plan}: episode_return_mean {ret} after {steps} env steps (budget {budget})"
     )
     assert steps <= budget, f"{plan}: solved only after {steps} env steps (budget {budget})"
+
+
+MULTI_AGENT_TARGET = 450.0
+MULTI_AGENT_BUDGET = 400_000  # env steps sampled
+
+
+def test_two_trainer_solves_multi_agent_cartpole_within_budget() -> None:
+    """The RLlib Flow paper's two-trainer workflow: PPO (agent_0) and DQN (agent_1) on
+    MultiAgentCartPole with 2 agents; both policies' mean return over their last 100
+    episodes reaches 450 within 400,000 env steps, seed 0, each policy's counters
+    advancing with its own agent steps."""
+    algo = plangraph.compile(PLANS / "two_trainer.json").build(num_workers=2, seed=0)
+    keys = [f"policies/{p}/episode_return_mean" for p in ("ppo_policy", "dqn_policy")]
+    try:
+        while True:
+            result = algo.train()
+            if all(result.get(k, 0.0) >= MULTI_AGENT_TARGET for k in keys):
+                break
+            if result["num_env_steps_sampled"] >= MULTI_AGENT_BUDGET:
+                break
+    finally:
+        algo.stop()
+    steps = result["num_env_steps_sampled"]
+    for key in keys:
+        assert result.get(key, 0.0) >= MULTI_AGENT_TARGET, f"{key} {result.get(key)} at {steps}"
+    assert steps <= MULTI_AGENT_BUDGET
+    c = result["counters"]
+    ppo, dqn = (c[f"num_agent_steps_sampled/{p}"] for p in ("ppo_policy", "dqn_policy"))
+    assert ppo + dqn == c["num_agent_steps_sampled"] and ppo != dqn

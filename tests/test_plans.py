@@ -24,6 +24,7 @@ NAMES = (
     "dqn",
     "impala",
     "ppo",
+    "ppo_multiagent",
     "ppo_pendulum",
     "sac_pendulum",
     "two_trainer",

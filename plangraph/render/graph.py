@@ -200,7 +200,7 @@ def _resource_lines(
     params: Any, raw: Mapping[str, Any], resolved: Mapping[str, Any]
 ) -> list[ParamLine]:
     """Resource params the plan sets, as written (config refs resolved), in model field
-    order; a worker set's policy is summarised by its algorithm."""
+    order; a worker set's policy (each of its policies) is summarised by its algorithm."""
     names = list(raw)
     if params is not None:  # the model's field order, not the order keys were written in
         fields = list(type(params).model_fields)
@@ -210,6 +210,13 @@ def _resource_lines(
         value = resolved.get(name, raw[name])
         if name == "policy" and isinstance(value, Mapping) and "algo" in value:
             lines.append(ParamLine("policy", value["algo"]))
+            continue
+        if name == "policies" and isinstance(value, Mapping):  # multi-agent: id: algo
+            algos = {
+                pid: cfg.get("algo", "?") if isinstance(cfg, Mapping) else "?"
+                for pid, cfg in value.items()
+            }
+            lines.append(ParamLine("policies", ", ".join(f"{k}: {v}" for k, v in algos.items())))
             continue
         lines.append(ParamLine(name, value, ref=_config_ref(raw[name])))
     return lines
