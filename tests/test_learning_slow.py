@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import plangraph
+from plangraph.runtime.stopping import lookup
 
 PLANS = Path(__file__).resolve().parent.parent / "plans"
 TARGET = 475.0
@@ -85,7 +86,7 @@ def test_two_trainer_solves_multi_agent_cartpole_within_budget() -> None:
     try:
         while True:
             result = algo.train()
-            if all(result.get(k, 0.0) >= MULTI_AGENT_TARGET for k in keys):
+            if all((lookup(result, k) or 0.0) >= MULTI_AGENT_TARGET for k in keys):
                 break
             if result["num_env_steps_sampled"] >= MULTI_AGENT_BUDGET:
                 break
@@ -93,7 +94,8 @@ def test_two_trainer_solves_multi_agent_cartpole_within_budget() -> None:
         algo.stop()
     steps = result["num_env_steps_sampled"]
     for key in keys:
-        assert result.get(key, 0.0) >= MULTI_AGENT_TARGET, f"{key} {result.get(key)} at {steps}"
+        ret = lookup(result, key)
+        assert ret is not None and ret >= MULTI_AGENT_TARGET, f"{key} {ret} at {steps}"
     assert steps <= MULTI_AGENT_BUDGET
     c = result["counters"]
     ppo, dqn = (c[f"num_agent_steps_sampled/{p}"] for p in ("ppo_policy", "dqn_policy"))

@@ -44,11 +44,12 @@ def test_counters_count_env_steps_once(a2c_small: Algorithm) -> None:
         assert r["num_env_steps_trained"] == 64 * i
         assert r["num_env_steps_sampled_this_iter"] == 64
     assert r["time_total_s"] > 0
+    from plangraph.runtime.result import MULTI_AGENT_KEYS
     from plangraph.runtime.stopping import RESULT_KEYS
 
     # --stop checks keys against RESULT_KEYS: it must name exactly what a result holds
     # (evaluation only on the iterations that evaluate: none here).
-    assert set(r) == RESULT_KEYS - {"evaluation"}
+    assert set(r) == RESULT_KEYS - MULTI_AGENT_KEYS - {"evaluation"}
     # Every node has a timer, the rollout source and the sink included.
     assert set(r["timers"]) == {"rollouts", "concat", "train", "metrics"}
     assert "policy_loss" in r["learner"] or r["learner"]
@@ -64,14 +65,14 @@ def test_counters_count_env_steps_once(a2c_small: Algorithm) -> None:
 
 def test_sink_results_have_exactly_the_declared_keys_and_types(a2c_small: Algorithm) -> None:
     """The real sink's results against the Result schema, and the run state they report."""
-    from plangraph.runtime.result import RESULT_KEYS, RESULT_TYPES
+    from plangraph.runtime.result import MULTI_AGENT_KEYS, RESULT_KEYS, RESULT_TYPES
 
     for _ in range(30):
         r = a2c_small.train()
         if r["episodes_total"] > 0:
             break
     assert r["episodes_total"] > 0
-    assert set(r) == RESULT_KEYS - {"evaluation"}
+    assert set(r) == RESULT_KEYS - MULTI_AGENT_KEYS - {"evaluation"}
     wrong = {k: type(r[k]).__name__ for k in r if not conforms(r[k], RESULT_TYPES[k])}
     assert not wrong, wrong
     # One object: what the operators counted is the run state the result reports.
@@ -123,9 +124,9 @@ def test_episode_return_absent_until_an_episode_ends() -> None:
         first = algo.train()
         assert "episode_return_mean" not in first
         assert first["episodes_total"] == 0
-        from plangraph.runtime.result import EPISODE_STAT_KEYS, RESULT_KEYS
+        from plangraph.runtime.result import EPISODE_STAT_KEYS, MULTI_AGENT_KEYS, RESULT_KEYS
 
-        assert set(first) == RESULT_KEYS - EPISODE_STAT_KEYS - {"evaluation"}
+        assert set(first) == RESULT_KEYS - EPISODE_STAT_KEYS - MULTI_AGENT_KEYS - {"evaluation"}
         for _ in range(20):
             r = algo.train()
         assert r["episodes_total"] > 0

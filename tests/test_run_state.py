@@ -14,6 +14,7 @@ from plangraph.flow.metrics import MetricsContext
 from plangraph.runtime.result import (
     EPISODE_STAT_KEYS,
     EVALUATION_KEY,
+    MULTI_AGENT_KEYS,
     NESTED_RESULT_KEYS,
     RESULT_KEYS,
     RESULT_TYPES,
@@ -43,7 +44,10 @@ def test_result_keys_are_derived_from_the_schema() -> None:
         "episode_return_max",
         "episode_len_mean",
     }
-    assert RESULT_KEYS - EPISODE_STAT_KEYS - {EVALUATION_KEY} == Result.__required_keys__
+    assert (
+        RESULT_KEYS - EPISODE_STAT_KEYS - MULTI_AGENT_KEYS - {EVALUATION_KEY}
+        == Result.__required_keys__
+    )
 
 
 def readme_result_table() -> dict[str, str]:
@@ -94,7 +98,7 @@ def test_end_iteration_advances_the_run_and_makes_a_result() -> None:
     assert steps == 40 and elapsed_s >= 0
     first = state.end_iteration(start, 2.0)
     # No episode has ended: the episode statistics are absent, never NaN.
-    assert set(first) == RESULT_KEYS - EPISODE_STAT_KEYS - {EVALUATION_KEY}
+    assert set(first) == RESULT_KEYS - EPISODE_STAT_KEYS - MULTI_AGENT_KEYS - {EVALUATION_KEY}
     assert all(conforms(first[k], RESULT_TYPES[k]) for k in first)
     assert (first["iteration"], first["time_total_s"], first["env_steps_per_s"]) == (1, 2.0, 20.0)
     assert first["counters"] == {"num_env_steps_sampled": 40, "num_env_steps_trained": 32}
@@ -104,7 +108,7 @@ def test_end_iteration_advances_the_run_and_makes_a_result() -> None:
     state.episodes.add(np.array([10.0, 20.0, 30.0]), np.array([10, 20, 30]))
     state.counters["num_env_steps_sampled"] += 60
     second = state.end_iteration(start, 3.0)
-    assert set(second) == RESULT_KEYS - {EVALUATION_KEY}
+    assert set(second) == RESULT_KEYS - MULTI_AGENT_KEYS - {EVALUATION_KEY}
     assert all(conforms(second[k], RESULT_TYPES[k]) for k in second)
     assert second["iteration"] == state.iteration == 2
     assert second["time_total_s"] == state.time_total_s == 5.0

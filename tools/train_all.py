@@ -1,7 +1,9 @@
 """Learning benchmark: train the plans on their tasks until solved; print a table.
 
 The CartPole plans on CartPole-v1 (target 475); ``ppo_pendulum`` and ``sac_pendulum`` on
-Pendulum-v1 (target -200), see ``TASKS``.
+Pendulum-v1 (target -200); the multi-agent ``two_trainer`` and ``ppo_multiagent`` on
+MultiAgentCartPole with 2 agents (every policy's return of its last 100 episodes >= 450),
+see ``TASKS``.
 
 For every (plan, seed) the plan JSON (``plans/<plan>.json``) is compiled, built with
 ``--num-workers`` rollout workers and trained one iteration at a time until
@@ -56,14 +58,19 @@ BUDGETS: dict[str, int] = {
     "apex": 300_000,
     "ppo_pendulum": 1_000_000,
     "sac_pendulum": 30_000,
+    "two_trainer": 400_000,
+    "ppo_multiagent": 400_000,
 }
 """Env steps (sampled) within which each plan must solve its task (the issues)."""
 
 TASKS: dict[str, tuple[str, float]] = {
     "ppo_pendulum": ("Pendulum-v1", -200.0),
     "sac_pendulum": ("Pendulum-v1", -200.0),
+    "two_trainer": ("MultiAgentCartPole", 450.0),
+    "ppo_multiagent": ("MultiAgentCartPole", 450.0),
 }
-"""``(env, target episode_return_mean)`` of the plans not judged on CartPole-v1 (475)."""
+"""``(env, target episode_return_mean)`` of the plans not judged on CartPole-v1 (475); a
+multi-agent plan is judged on its worst policy (``judged_return``)."""
 DEFAULT_TASK = ("CartPole-v1", 475.0)
 
 DEFAULT_NUM_SEEDS = 10
@@ -89,6 +96,17 @@ class RunRow:
     best_return: float | None
 
 
+def judged_return(result: dict[str, Any]) -> float | None:
+    """The return a run is judged on: ``episode_return_mean``, or for a multi-agent plan
+    the lowest ``policies/<id>/episode_return_mean`` (every policy must reach the target;
+    None until each has one)."""
+    policies = result.get("policies")
+    if not policies:
+        return result.get("episode_return_mean")
+    values = [p.get("episode_return_mean") for _, p in sorted(policies.items())]
+    return None if any(v is None for v in values) else min(values)
+
+
 def train_one(
     plan: str,
     seed: int,
@@ -112,7 +130,7 @@ def train_one(
         result: dict[str, Any] = {}
         while True:
             result = algo.train()
-            ret = result.get("episode_return_mean")
+            ret = judged_return(result)
             if ret is not None:
                 best = ret if best is None else max(best, ret)
             steps = int(result["num_env_steps_sampled"])
@@ -140,7 +158,7 @@ def train_one(
             train_s=train_s,
             env_steps_per_s=steps / train_s if train_s > 0 else 0.0,
             budget=budget,
-            final_return=result.get("episode_return_mean"),
+            final_return=judged_return(result),
             best_return=best,
         )
     finally:

@@ -17,6 +17,7 @@ from typing import TypedDict
 __all__ = [
     "EPISODE_STAT_KEYS",
     "EVALUATION_KEY",
+    "MULTI_AGENT_KEYS",
     "NESTED_RESULT_KEYS",
     "RESULT_KEYS",
     "RESULT_TYPES",
@@ -82,7 +83,22 @@ class _EpisodeStats(_AlwaysPresent, total=False):
     """Mean length of the episodes in that window (env steps)."""
 
 
-class Result(_EpisodeStats, total=False):
+class _MultiAgent(_EpisodeStats, total=False):
+    """Keys of multi-agent plans only (a worker set with ``policies``)."""
+
+    num_agent_steps_sampled: int
+    """Agent steps sampled: one per agent per env step it acted in (agent steps)."""
+    num_agent_steps_trained: int
+    """Rows of all policies trained on, once per train batch (agent steps)."""
+    policies: dict[str, dict[str, typing.Any]]
+    """Per policy id: ``episode_return_mean``, ``episode_return_min``,
+    ``episode_return_max``, ``episode_len_mean`` (its agents' episodes, agent steps; absent
+    until one ends), ``episodes_total``, ``num_agent_steps_sampled``,
+    ``num_agent_steps_trained`` and ``learner`` (its last learner stats); addressed as
+    ``policies/<id>/episode_return_mean``."""
+
+
+class Result(_MultiAgent, total=False):
     """One training iteration's result (``Algorithm.train()``; a line of ``result.jsonl``).
 
     Counts are cumulative over the run (a restored run continues them) unless the key says
@@ -106,6 +122,9 @@ RESULT_KEYS: frozenset[str] = frozenset(RESULT_TYPES)
 
 EPISODE_STAT_KEYS: frozenset[str] = frozenset(_EpisodeStats.__optional_keys__)
 """The keys absent until the first training episode ends."""
+
+MULTI_AGENT_KEYS: frozenset[str] = frozenset(_MultiAgent.__annotations__)
+"""The keys only multi-agent plans report."""
 
 EVALUATION_KEY = "evaluation"
 """The key present only on iterations that ran evaluation episodes."""

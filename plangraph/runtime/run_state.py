@@ -213,15 +213,17 @@ class RunState:
         if self.policy_episodes or self.policy_learner:
             result["num_agent_steps_sampled"] = counters.get(AGENT_SAMPLED, 0)
             result["num_agent_steps_trained"] = counters.get(AGENT_TRAINED, 0)
+        policies: dict[str, dict[str, Any]] = {}
         for pid in sorted(set(self.policy_episodes) | set(self.policy_learner)):
-            prefix = f"policies/{pid}/"
             window = self.policy_episodes.get(pid)
-            if window is not None:
-                result.update({prefix + k: v for k, v in window.stats().items()})
-                result[prefix + "episodes_total"] = window.total
+            entry: dict[str, Any] = dict(window.stats()) if window is not None else {}
+            entry["episodes_total"] = window.total if window is not None else 0
             for c in (AGENT_SAMPLED, AGENT_TRAINED):
-                result[prefix + c] = counters.get(policy_counter(c, pid), 0)
-            result[prefix + "learner"] = dict(self.policy_learner.get(pid, {}))
+                entry[c] = counters.get(policy_counter(c, pid), 0)
+            entry["learner"] = dict(self.policy_learner.get(pid, {}))
+            policies[pid] = entry
+        if policies:
+            result["policies"] = policies
         return result
 
     # -- checkpoint state ------------------------------------------------------------------

@@ -32,12 +32,9 @@ def _standard_metrics_reporting(
             if elapsed_s < p.min_iter_time_s or steps < p.min_env_steps_per_iter:
                 continue
             result = state.end_iteration(start, elapsed_s)
-            if p.policies:  # per-policy keys of the listed policies only
-                keep = tuple(f"policies/{pid}/" for pid in p.policies)
-                result = {
-                    k: v
-                    for k, v in result.items()
-                    if not k.startswith("policies/") or k.startswith(keep)
+            if p.policies and "policies" in result:  # the listed policies only
+                result["policies"] = {
+                    pid: v for pid, v in result["policies"].items() if pid in p.policies
                 }
             yield result
             start = state.begin_iteration()
