@@ -459,8 +459,12 @@ def _train(launch: _Launch, args: argparse.Namespace) -> int:
                 soft_wrap=True,
                 highlight=False,
             )
+        from plangraph.commands.run_args import import_flags
+
+        # The run's own envs and operators are not imported by --resume by itself.
+        parts = ["--resume", str(run_dir), import_flags(run_dir), "--stop KEY=VALUE"]
         out.print(
-            f"continue with: plangraph run --resume {run_dir} --stop KEY=VALUE",
+            f"continue with: plangraph run {' '.join(p for p in parts if p)}",
             soft_wrap=True,
             highlight=False,
         )

@@ -226,7 +226,8 @@ class EpsilonExploration:
 
 class NumpyPolicy:
     """Base of the numpy sampling policies: weights, global vars and sampling state, with
-    the attributes a ``RolloutWorker`` reads (``num_actions``, ``global_timestep``).
+    the attributes a ``RolloutWorker`` reads (``num_actions``, ``num_dist_inputs``,
+    ``global_timestep``).
 
     Args:
         observation_space: ``Box`` (any shape and dtype).
