@@ -22,7 +22,7 @@ import torch
 from plangraph.rl.advantage_norm import AdvantageNormTerms
 from plangraph.rl.models import ActorCritic
 from plangraph.rl.numpy_policy import log_softmax, sample_categorical
-from plangraph.rl.policy import Stats, TorchPolicy, to_tensor
+from plangraph.rl.policy import Stats, TorchPolicy
 from plangraph.rl.sample_batch import SampleBatch
 
 _SB = SampleBatch
@@ -59,7 +59,7 @@ class ActorCriticPolicy(TorchPolicy):
             "action_dist_inputs": float32 [B, num_actions]})``.
         """
         with torch.inference_mode():
-            logits = self.model.pi(to_tensor(np.asarray(obs))).numpy()
+            logits = self.model.pi(self.obs_tensor(obs)).cpu().numpy()
         if explore:
             actions, logp = sample_categorical(logits, self._action_rng)
         else:
@@ -70,7 +70,7 @@ class ActorCriticPolicy(TorchPolicy):
     def compute_values(self, obs: np.ndarray) -> np.ndarray:
         """``V(obs)``: float32 ``[B]`` for observations ``[B, *obs_shape]``."""
         with torch.inference_mode():
-            return self.model.vf(to_tensor(np.asarray(obs))).numpy()
+            return self.model.vf(self.obs_tensor(obs)).cpu().numpy()
 
     @staticmethod
     def _normalize(adv: torch.Tensor) -> torch.Tensor:
@@ -138,7 +138,7 @@ class A2CPolicy(ActorCriticPolicy):
                 (-logp.mean(), False),
             )
         ]
-        raw = adv.detach().numpy().astype(np.float64)
+        raw = adv.detach().cpu().numpy().astype(np.float64)
         mean = float(raw.mean()) if raw.size else 0.0
         return AdvantageNormTerms(
             rest=parts[0],
