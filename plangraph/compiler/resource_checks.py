@@ -95,8 +95,10 @@ def _check_reservations(ctx: Context, sets: list[tuple[str, WorkerSetParams]]) -
     """PG186 (totals), PG187 (placement on known nodes), PG188 (empty bundles), PG189."""
     cap: Capacity = ctx.capacity
     for rid, ws in sets:
-        if ws.placement_strategy is not None and ws.num_workers and not (
-            ws.worker_resources.bundle()
+        if (
+            ws.placement_strategy is not None
+            and ws.num_workers
+            and not (ws.worker_resources.bundle())
         ):
             ctx.report(
                 "PG188",
@@ -116,10 +118,12 @@ def _check_reservations(ctx: Context, sets: list[tuple[str, WorkerSetParams]]) -
                 pointer=f"/resources/{rid}/params/learner/num_gpus",
                 hint='set learner.device to "auto" or "cuda", or learner.num_gpus to 0',
             )
+    short: set[str] = set()  # worker sets already over a total: placing them says nothing new
     for resource, want in reserved_totals(sets).items():
         have = cap.total(resource)
         if have is None or want <= have + 1e-9:
             continue
+
         # Point at the worker set asking for the most of it (its workers, else its learner).
         def share(s: tuple[str, WorkerSetParams], res: str = resource) -> float:
             return s[1].worker_resources.bundle().get(res, 0.0) * s[1].num_workers
@@ -137,6 +141,7 @@ def _check_reservations(ctx: Context, sets: list[tuple[str, WorkerSetParams]]) -
         else:
             pointer, asks = f"/resources/{rid}/params/learner/num_gpus", "the learner"
             fix = f"lower {rid}.learner.num_gpus, or run where there are GPUs"
+        short.add(rid)
         learner = sum(s[1].learner.num_gpus for s in sets) if resource == "GPU" else 0.0
         parts = asks + (f" + {learner:g} for the learner" if learner and per else "")
         ctx.report(
@@ -152,7 +157,7 @@ def _check_reservations(ctx: Context, sets: list[tuple[str, WorkerSetParams]]) -
     free = [n.amounts for n in cap.nodes]
     for rid, ws in sets:
         bundle = ws.worker_resources.bundle()
-        if not bundle or not ws.num_workers:
+        if not bundle or not ws.num_workers or rid in short:
             continue
         placed = place_bundles(bundle, ws.num_workers, ws.placement_strategy, cap.nodes, free)
         if placed.problem is None:

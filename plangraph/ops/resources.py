@@ -14,7 +14,6 @@ from plangraph.ir.plan import Resource
 from plangraph.ops.policies import PolicyConfig
 from plangraph.ops.registry import ResourceKind, register_resource_kind
 
-
 PlacementStrategy = Literal["PACK", "SPREAD", "STRICT_SPREAD"]
 """How a placement group lays out its bundles over a Ray cluster's nodes (Ray's names):
 ``PACK`` as few nodes as possible, ``SPREAD`` as many as possible (best effort),

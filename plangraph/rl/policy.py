@@ -73,7 +73,9 @@ def resolve_device(device: str = "cpu") -> torch.device:
         return torch.device("cpu")
     if device == "cuda" or device.startswith("cuda:"):
         if not torch.cuda.is_available():
-            build = "a CPU-only build" if torch.version.cuda is None else f"CUDA {torch.version.cuda}"
+            build = (
+                "a CPU-only build" if torch.version.cuda is None else f"CUDA {torch.version.cuda}"
+            )
             raise ValueError(
                 f'learner device "{device}": torch {torch.__version__} ({build}) sees no '
                 'CUDA device here; use device "auto" (CUDA when present) or "cpu"'

@@ -572,8 +572,11 @@ class WorkerSet:
             f"plangraph: rollout worker {worker_index} died ({cause}); replaced it "
             f"(replacement {policy.restarts_in_window(worker_index)} of at most "
             f"{policy.max_restarts} within {policy.window_s:g} s)"
-            + ("; it starts where its placement group bundle is re-reserved"
-               if self.placement_group is not None else ""),
+            + (
+                "; it starts where its placement group bundle is re-reserved"
+                if self.placement_group is not None
+                else ""
+            ),
             file=sys.stderr,
             flush=True,
         )
