@@ -540,9 +540,10 @@ class WorkerSet:
                 cause,
                 f"WorkerRestartError: rollout worker {worker_index} cannot import module "
                 f"{missing!r} on its node ({cause}). Every package the env or the plan's "
-                f"operators import must be installed on every node (pip install {missing.split('.')[0]} "
-                "there); a module of your own is shipped when the plan file imports it or "
-                "--import names it (plangraph run --address ships them as a runtime_env)",
+                "operators import must be installed on every node (pip install "
+                f"{missing.split('.')[0]} there); a module of your own is shipped when the "
+                "plan file imports it or --import names it (plangraph run --address ships "
+                "them as a runtime_env)",
                 str(getattr(error, "error_msg", "") or error),
             ) from error
         if policy.restarts_in_window(worker_index) == 0:
