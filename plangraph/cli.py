@@ -28,6 +28,8 @@ COMMANDS: tuple[str, ...] = (
     "run",
     "eval",
     "profile",
+    "plot",
+    "tune",
     "explain",
     "schema",
     "ops",

@@ -138,6 +138,7 @@ def test_checks_are_the_pipeline_modules_explicit_order() -> None:
         "learner",
         "reachability",
         "output-type",
+        "env-spaces",
         "capabilities",
         "replay-use",
         "replay-ready",

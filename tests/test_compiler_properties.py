@@ -15,13 +15,13 @@ from plangraph.ir import Plan
 ID_PREFIXES = st.sampled_from(["n", "node_", "Train-", "x.", "_s"])
 #: the codes of the checks on what a plan means for the algorithm (semantic_checks.py),
 #: how its Concurrently drives the branches (merge_checks.py; e.g. a drawn
-#: WaitUntilTimestepsElapsed behind LocalReplay really hangs, PG177) and what it asks of
-#: the machine (resource_checks.py)
+#: WaitUntilTimestepsElapsed behind LocalReplay really hangs, PG177), what it asks of
+#: the machine (resource_checks.py) and whether its policy can act in the env (PG183/184)
 SEMANTIC_CODES = frozenset(
     {"PG170", "PG171", "PG172", "PG173", "PG174", "PG175"}
     | {"PG176", "PG177", "PG178"}
     | {"PG179", "PG180", "PG181"}
-    | {"PG182"}
+    | {"PG182", "PG183", "PG184"}
 )
 CONFIG_KEYS = st.sampled_from(["train_batch_size", "n", "freq", "k_2", "sgd_iters"])
 

@@ -15,7 +15,18 @@ from plangraph.ir import Plan
 from plangraph.ops.schema import SCHEMA_PATH, SCHEMA_REF_FROM_PLANS
 
 PLANS = Path(__file__).resolve().parent.parent / "plans"
-NAMES = ("a2c", "a2c_microbatch", "a3c", "appo", "dqn", "impala", "ppo")
+NAMES = (
+    "a2c",
+    "a2c_microbatch",
+    "a3c",
+    "apex",
+    "appo",
+    "dqn",
+    "impala",
+    "ppo",
+    "ppo_pendulum",
+    "sac_pendulum",
+)
 
 
 def _py_plan(name: str) -> Plan:
@@ -97,3 +108,22 @@ def test_seed_structures() -> None:
     ppo = plangraph.compile(PLANS / "ppo.json")
     assert ppo.nodes["train"].params.num_sgd_iter > 1
     assert ppo.nodes["train"].params.sgd_minibatch_size > 0
+
+
+def test_apex_structure() -> None:
+    """RLlib 1.x's Ape-X plan: three branches under Concurrently(async), the learner's."""
+    apex = plangraph.compile(PLANS / "apex.json")
+    conc = apex.nodes["concurrently"]
+    assert conc.params.mode == "async" and conc.params.output_indexes == (2,)
+    assert conc.inputs == ("sync", "enqueue", "target")
+    assert [apex.nodes[n].op for n in apex.upstream("sync")] == [
+        "ParallelRollouts",
+        "StoreToReplay",
+    ]
+    assert [apex.nodes[n].op for n in apex.upstream("enqueue")] == ["ParallelReplay"]
+    assert [apex.nodes[n].op for n in apex.upstream("target")] == ["Dequeue", "UpdatePriorities"]
+    replay = apex.resources["replay"]
+    assert replay.kind == "ReplayActors" and replay.params.prioritized
+    assert replay.writers == ("store", "priorities") and replay.readers == ("replay_batches",)
+    assert apex.nodes["target"].params.unit == "trained"
+    assert apex.resources["workers"].params.policy.per_worker_epsilon_alpha == 7.0

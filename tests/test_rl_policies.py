@@ -257,7 +257,7 @@ def test_learns_cartpole_in_process(config: object, sgd: tuple[int, int]) -> Non
 
 
 def test_numpy_categorical_sampling_matches_softmax() -> None:
-    from plangraph.rl.a2c import sample_categorical
+    from plangraph.rl.distributions import sample_categorical
 
     logits = np.tile(np.array([[0.0, np.log(2.0), np.log(5.0)]], np.float32), (100_000, 1))
     actions, logp = sample_categorical(logits, np.random.default_rng(0))

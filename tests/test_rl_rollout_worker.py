@@ -234,8 +234,8 @@ def test_uint8_observations_stay_uint8(config: Any) -> None:
 def test_bad_arguments_raise_clear_errors() -> None:
     with pytest.raises(ValueError, match="num_envs"):
         RolloutWorker("CartPole-v1", 0, 4, PPOConfig())
-    with pytest.raises(ValueError, match="Discrete"):
-        RolloutWorker("Pendulum-v1", 1, 4, PPOConfig())
+    with pytest.raises(ValueError, match="acts in Discrete action spaces only"):
+        RolloutWorker("Pendulum-v1", 1, 4, DQNConfig())
 
 
 def _linear_vtrace_worker(config: Any) -> RolloutWorker:

@@ -449,3 +449,40 @@ def test_generic_combinators_lowered() -> None:
         ]
     finally:
         algo.stop()
+
+
+def test_sac_plan_trains_with_soft_target_updates_on_ray() -> None:
+    algo = build(
+        "sac_pendulum",
+        {"learning_starts": 64, "random_timesteps": 64, "min_env_steps_per_iter": 128},
+        seed=0,
+    )
+    try:
+        r = algo.train()
+        updates = r["counters"]["num_updates/train"]
+        assert updates > 0 and r["num_target_updates"] == updates  # freq=0: every update
+        assert r["num_env_steps_trained"] == 256 * updates
+        assert {"critic_loss", "actor_loss", "alpha"} <= set(r["learner"])
+        policy = algo.ctx.worker_sets["workers"].local_policy
+        target, online = policy.target_critics[0], policy.model.q1
+        # Polyak averages: close to, but not equal to, the online critics
+        assert not all(
+            np.array_equal(t.detach().numpy(), o.detach().numpy())
+            for t, o in zip(target.parameters(), online.parameters(), strict=True)
+        )
+    finally:
+        algo.stop()
+
+
+def test_ppo_pendulum_plan_samples_box_actions_on_ray() -> None:
+    algo = build(
+        "ppo_pendulum",
+        {"num_envs_per_worker": 2, "rollout_fragment_length": 32, "train_batch_size": 128},
+        seed=0,
+    )
+    try:
+        r = algo.train()
+        assert r["num_env_steps_trained"] == 128
+        assert np.isfinite(r["learner"]["kl"]) and r["learner"]["entropy"] > 1.0
+    finally:
+        algo.stop()

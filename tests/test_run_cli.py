@@ -411,3 +411,16 @@ def test_repeated_ctrl_c_exits_without_traceback_or_leftover_ray_processes(
     ckpts = sorted((run_dir / "checkpoints").iterdir())
     assert ckpts and (ckpts[-1] / "algorithm.json").exists()
     assert not list((run_dir / "checkpoints").glob("*.tmp"))
+
+
+def test_run_refuses_an_env_override_the_policy_cannot_act_in(tmp_path: Path) -> None:
+    proc = plangraph(
+        "run", str(ROOT / "plans" / "dqn.json"), "--env", "Pendulum-v1",
+        "--stop", "iteration=1", cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert "PG183" in lines[0] and "Box(-2.0, 2.0, (1,), float32)" in lines[0]
+    assert not (tmp_path / "runs").exists()

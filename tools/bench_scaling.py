@@ -1,4 +1,5 @@
-"""Scaling benchmark: env steps/s of a bulk-sync (PPO) and two async (IMPALA, A3C) plans
+"""Scaling benchmark: env steps/s of a bulk-sync (PPO) and three async (IMPALA, A3C,
+Ape-X) plans
 versus the number of rollout workers, on an env whose step costs fixed wall time.
 
 The env is ``tools/bench_envs.py``'s ``SleepyCartPole-v1`` (CartPole-v1 whose ``step``
@@ -9,9 +10,9 @@ up for one iteration, then trained for ``--seconds`` of wall time. Printed per r
 * ``env steps/s``: env steps sampled per second of training (after the warm-up);
 * ``efficiency``: that rate over ``n x`` the one-worker rate of the same plan (1.0 =
   perfect scaling);
-* ``learner busy``: the learner thread's busy fraction (IMPALA; ``-`` for PPO, whose
-  learner runs on the driver between sampling rounds, and A3C, whose workers compute the
-  gradients and whose driver applies each as it arrives).
+* ``learner busy``: the learner thread's busy fraction (IMPALA, Ape-X; ``-`` for PPO,
+  whose learner runs on the driver between sampling rounds, and A3C, whose workers compute
+  the gradients and whose driver applies each as it arrives).
 
 ``--cluster``: the same benchmark across 1, 2 and 3 Ray nodes started on this machine
 (``ray.cluster_utils.Cluster``: a head node offering no CPUs plus N worker nodes, each with
@@ -59,7 +60,7 @@ def measure(
     import plangraph
 
     # Iterations of about a second at 8 workers, so a run of `seconds` has several.
-    config = {"min_env_steps_per_iter": 1000} if plan in ("impala", "a3c") else {}
+    config = {"min_env_steps_per_iter": 1000} if plan in ("impala", "a3c", "apex") else {}
     config.update(placement or {})
     compiled = plangraph.compile(ROOT / "plans" / f"{plan}.json", config=config)
     algo = compiled.build(env=ENV, num_workers=workers, seed=0, address=address)
@@ -135,7 +136,7 @@ def _workers_per_node() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--plans", nargs="*", help="default: ppo impala a3c (--cluster: ppo)")
+    ap.add_argument("--plans", nargs="*", help="default: ppo impala a3c apex (--cluster: ppo)")
     ap.add_argument("--workers", nargs="*", type=int, default=[1, 2, 4, 8])
     ap.add_argument("--seconds", type=float, default=15.0, help="timed training per row")
     ap.add_argument("--step-ms", type=float, default=2.0, help="wall time of one env step")
@@ -148,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.cluster:
         args.plans = args.plans or ["ppo"]
         return cluster_rows(args)
-    args.plans = args.plans or ["ppo", "impala", "a3c"]
+    args.plans = args.plans or ["ppo", "impala", "a3c", "apex"]
     from plangraph.runtime.ray_session import ensure_ray
 
     ensure_ray()

@@ -36,7 +36,18 @@ PLANS = ROOT / "plans"
 OUT = ROOT / "docs" / "diagrams"
 README = ROOT / "README.md"
 BEGIN, END = "<!-- diagrams:begin -->", "<!-- diagrams:end -->"
-SEED_PLANS = ("ppo", "a2c", "a2c_microbatch", "dqn", "impala", "appo", "a3c")
+SEED_PLANS = (
+    "ppo",
+    "a2c",
+    "a2c_microbatch",
+    "dqn",
+    "impala",
+    "appo",
+    "a3c",
+    "apex",
+    "ppo_pendulum",
+    "sac_pendulum",
+)
 """The plans the README shows, headline (`plangraph run plans/ppo.json`) first; every plan
 in plans/ gets a diagram."""
 

@@ -1,4 +1,7 @@
-"""Learning benchmark: train the seed plans on CartPole-v1 until solved; print a table.
+"""Learning benchmark: train the plans on their tasks until solved; print a table.
+
+The CartPole plans on CartPole-v1 (target 475); ``ppo_pendulum`` and ``sac_pendulum`` on
+Pendulum-v1 (target -200), see ``TASKS``.
 
 For every (plan, seed) the plan JSON (``plans/<plan>.json``) is compiled, built with
 ``--num-workers`` rollout workers and trained one iteration at a time until
@@ -50,8 +53,18 @@ BUDGETS: dict[str, int] = {
     "impala": 1_000_000,
     "appo": 1_000_000,
     "a3c": 1_000_000,
+    "apex": 300_000,
+    "ppo_pendulum": 1_000_000,
+    "sac_pendulum": 30_000,
 }
-"""Env steps (sampled) within which each seed plan must solve CartPole-v1 (the issue)."""
+"""Env steps (sampled) within which each plan must solve its task (the issues)."""
+
+TASKS: dict[str, tuple[str, float]] = {
+    "ppo_pendulum": ("Pendulum-v1", -200.0),
+    "sac_pendulum": ("Pendulum-v1", -200.0),
+}
+"""``(env, target episode_return_mean)`` of the plans not judged on CartPole-v1 (475)."""
+DEFAULT_TASK = ("CartPole-v1", 475.0)
 
 DEFAULT_NUM_SEEDS = 10
 """Seeds ``0 .. DEFAULT_NUM_SEEDS - 1`` by default: a plan is judged on its spread over
@@ -63,6 +76,8 @@ class RunRow:
     """One (plan, seed) learning run; steps in env steps sampled, times in seconds."""
 
     plan: str
+    env: str
+    target: float
     seed: int
     solved: bool
     env_steps: int
@@ -116,6 +131,8 @@ def train_one(
         train_s = float(result["time_total_s"])
         return RunRow(
             plan=plan,
+            env=env,
+            target=target,
             seed=seed,
             solved=solved,
             env_steps=steps,
@@ -133,16 +150,16 @@ def train_one(
 def markdown_table(rows: list[RunRow]) -> str:
     """The rows as a GitHub markdown table."""
     lines = [
-        "| plan | seed | solved? | env steps to solve | wall s to solve | train s "
+        "| plan | env | seed | solved? | env steps to solve | wall s to solve | train s "
         "| env steps/s | budget | final return |",
-        "|---|---:|---|---:|---:|---:|---:|---:|---:|",
+        "|---|---|---:|---|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         steps = f"{r.env_steps:,}" if r.solved else f"> {r.env_steps:,}"
         wall = f"{r.wall_s:.1f}" if r.solved else f"({r.wall_s:.1f})"
         ret = "-" if r.final_return is None else f"{r.final_return:.1f}"
         lines.append(
-            f"| {r.plan} | {r.seed} | {'yes' if r.solved else 'NO'} | {steps} | {wall} "
+            f"| {r.plan} | {r.env} | {r.seed} | {'yes' if r.solved else 'NO'} | {steps} | {wall} "
             f"| {r.train_s:.1f} | {r.env_steps_per_s:,.0f} | {r.budget:,} | {ret} |"
         )
     return "\n".join(lines)
@@ -236,8 +253,12 @@ def main(argv: list[str] | None = None) -> int:
         metavar="[PLAN.]KEY=VALUE",
         help="plan config override (JSON value), e.g. ppo.lr=0.001",
     )
-    parser.add_argument("--target", type=float, default=475.0, help="episode_return_mean")
-    parser.add_argument("--env", default="CartPole-v1")
+    parser.add_argument(
+        "--target",
+        type=float,
+        help="episode_return_mean to reach (default: the plan's task, CartPole-v1: 475)",
+    )
+    parser.add_argument("--env", help="env id (default: the plan's task, e.g. Pendulum-v1)")
     parser.add_argument("--num-workers", type=int, default=2)
     parser.add_argument("--json", type=Path, help="also write the rows to this JSON file")
     parser.add_argument("--verbose", action="store_true", help="one line per iteration")
@@ -262,12 +283,13 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[RunRow] = []
     for plan in args.plans:
         for seed in args.seeds:
+            env, target = TASKS.get(plan, DEFAULT_TASK)
             row = train_one(
                 plan,
                 seed,
                 budget=budgets.get(plan, 500_000),
-                target=args.target,
-                env=args.env,
+                target=target if args.target is None else args.target,
+                env=env if args.env is None else args.env,
                 num_workers=args.num_workers,
                 config=overrides[plan],
                 verbose=args.verbose,
@@ -280,10 +302,10 @@ def main(argv: list[str] | None = None) -> int:
                 flush=True,
             )
 
+    tasks = ", ".join(sorted({f"{r.env} >= {r.target:g}" for r in rows}))
     print(
-        f"\n{args.env}, {args.num_workers} rollout workers, target episode_return_mean >= "
-        f"{args.target:g} (last 100 training episodes). Ray start-up (excluded): "
-        f"{ray_start_s:.1f} s.\n"
+        f"\n{args.num_workers} rollout workers; target episode_return_mean (last 100 "
+        f"training episodes): {tasks}. Ray start-up (excluded): {ray_start_s:.1f} s.\n"
     )
     for plan, cfg in overrides.items():
         if cfg:

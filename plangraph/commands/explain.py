@@ -2,8 +2,9 @@
 in the executed plan, or why not), typed nodes in order with where each runs after them
 (rollout workers, driver, a learner thread), the rollout workers' reservations and
 placement (with ``--address`` or ``--node``: each worker's expected node, checked against
-the cluster's nodes), resources with their resolved params (defaults included),
-diagnostics.
+the cluster's nodes), resources with their resolved params (defaults included), what each
+resource kind notes (replay shards, per-worker exploration), the replay memory estimated
+from the env's spaces, diagnostics.
 
 Exit status: 0 for a plan without errors, 1 with errors, 2 on usage errors.
 """
@@ -93,5 +94,16 @@ def run(args: argparse.Namespace) -> int:
         data["diagnostics"] = [d.to_dict() for d in compiled.diagnostics]
         print(json.dumps(data, indent=2))
     else:
-        sys.stdout.write(compiled.explain())
+        sys.stdout.write(compiled.explain(_memory_notes(compiled)))
     return 0 if compiled.ok else 1
+
+
+def _memory_notes(compiled: Any) -> dict[str, list[str]]:
+    """Replay memory estimates by resource id (``memory_check``; makes one env per env
+    id, imports neither ray nor torch); none for a plan with errors."""
+    if not compiled.ok:
+        return {}
+    from plangraph.runtime.memory_check import replay_memory_notes
+
+    params = {rid: res.params for rid, res in compiled.resources.items()}
+    return replay_memory_notes(compiled, params)

@@ -16,8 +16,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="list operators, or show one with its params",
         description="List the operator catalog, or describe one operator: its port "
         "types, how it applies to a stream, and its params with defaults, ranges, units. "
-        "NAME may also be a resource kind (WorkerSet, ReplayBuffer, LearnerThread) or a "
-        "policy (a2c, ppo, dqn, impala, appo: the params of a WorkerSet's policy).",
+        "NAME may also be a resource kind (WorkerSet, ReplayBuffer, ReplayActors, "
+        "LearnerThread) or a policy (a2c, ppo, dqn, impala, appo, sac: the params of a "
+        "WorkerSet's policy).",
     )
     p.add_argument(
         "name", nargs="?", metavar="NAME", help="operator, resource kind or policy to describe"

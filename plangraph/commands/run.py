@@ -92,6 +92,25 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--max-iterations", type=int, help="stop after this many iterations")
     p.add_argument("--no-progress", action="store_true", help="plain log lines, no progress bar")
     p.add_argument("--no-tensorboard", action="store_true", help="skip TensorBoard event files")
+    p.add_argument(
+        "--logger",
+        dest="loggers",
+        action="append",
+        default=[],
+        choices=("mlflow", "wandb"),
+        help="also log metrics to MLflow or Weights & Biases (repeatable; optional extras "
+        "plangraph[mlflow], plangraph[wandb]; W&B offline unless WANDB_MODE is set)",
+    )
+    p.add_argument(
+        "--mlflow-uri",
+        metavar="URI",
+        help="MLflow tracking URI (default file:RUN_DIR/mlruns, a local store)",
+    )
+    p.add_argument(
+        "--experiment",
+        metavar="NAME",
+        help="MLflow experiment / W&B project name (default: the plan's name)",
+    )
     return p
 
 
@@ -142,6 +161,10 @@ def _option_problem(args: argparse.Namespace) -> str | None:
         return f"--evaluation-episodes {args.evaluation_episodes}: must be >= 1"
     if args.keep_checkpoints is not None and args.keep_checkpoints < 0:
         return f"--keep-checkpoints {args.keep_checkpoints}: must be >= 0 (0: keep all)"
+    if args.loggers:
+        from plangraph.runtime.loggers import logger_problem
+
+        return logger_problem(args.loggers)
     return None
 
 
@@ -448,6 +471,7 @@ def _train(launch: _Launch, args: argparse.Namespace) -> int:
                 retention=Retention.load(
                     run_dir, keep=launch.keep_checkpoints, metric=launch.checkpoint_score
                 ),
+                loggers=_make_loggers(launch, args),
             )
         except BaseException:
             if fresh:
@@ -545,6 +569,23 @@ def _import_in_background(module: str) -> None:
             pass
 
     threading.Thread(target=load, name=f"import-{module}", daemon=True).start()
+
+
+def _make_loggers(launch: _Launch, args: argparse.Namespace) -> list[Any]:
+    """The ``--logger`` loggers, given run.json's settings as params."""
+    if not args.loggers:
+        return []
+    from plangraph.commands.run_args import RUN_ARGS_FILE
+    from plangraph.runtime.loggers import make_loggers
+
+    settings = json.loads((launch.run_dir / RUN_ARGS_FILE).read_text(encoding="utf-8"))
+    return make_loggers(
+        args.loggers,
+        launch.run_dir,
+        experiment=args.experiment or launch.compiled.plan.name,
+        settings=settings,
+        mlflow_uri=args.mlflow_uri,
+    )
 
 
 def _shutdown_ray() -> None:

@@ -2,7 +2,8 @@
 
 Exit status: 0 when every plan is free of errors (warnings allowed), 1 when any plan has
 errors (each printed as a located diagnostic), 2 on usage errors (e.g. a missing file).
-Imports neither ray nor torch.
+Imports neither ray nor torch (``--address`` imports ray). ``--replay-memory`` also sizes
+the replay from the env's spaces (PG185; makes one env per env id, so it imports gymnasium).
 """
 
 from __future__ import annotations
@@ -32,6 +33,14 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     add_import_option(p)
     p.add_argument("-q", "--quiet", action="store_true", help="print only diagnostics")
     add_target_options(p)
+    p.add_argument(
+        "--replay-memory",
+        action="store_true",
+        help="also estimate each replay buffer's memory when full from the env's spaces "
+        "(makes one env per env id) and report PG185 where the replay cannot fit in the "
+        "target machine's memory (--memory SIZE, --address) or, by default, in the memory "
+        "available on this machine",
+    )
     return p
 
 
@@ -170,6 +179,28 @@ def target_capacity(args: argparse.Namespace) -> Any:
     return Capacity(f"the target machine ({shown})", cpus, nbytes, gpus)
 
 
+def _memory_diagnostics(compiled: Any, capacity: Any, explicit: bool) -> list[Any]:
+    """PG185 for replay that cannot fit in the target's memory (``explicit``: given with
+    ``--memory``/``--address``) or, by default, in the memory available here."""
+    from plangraph.runtime.memory_check import (
+        available_memory_bytes,
+        estimate_replay_memory,
+        replay_memory_diagnostics,
+    )
+
+    if not compiled.ok:
+        return []
+    params = {rid: res.params for rid, res in compiled.resources.items()}
+    if explicit:
+        available, where = capacity.memory_bytes, f"{capacity.where} has"
+    else:
+        available, where = available_memory_bytes(), "this machine has available"
+    if available is None:
+        return []
+    estimates = estimate_replay_memory(compiled, params)
+    return replay_memory_diagnostics(compiled, estimates, available, where)
+
+
 def add_config_option(p: argparse.ArgumentParser) -> None:
     # --set is the spelling `plangraph run` uses; -c/--config stays for existing scripts.
     p.add_argument(
@@ -280,31 +311,37 @@ def run(args: argparse.Namespace) -> int:
             failed = True
             results.append({"path": path, "ok": False, "diagnostics": []})
             continue
-        failed |= not compiled.ok
+        explicit = args.memory is not None or args.address is not None
+        extra = _memory_diagnostics(compiled, capacity, explicit) if args.replay_memory else []
+        ok = compiled.ok and not extra
+        failed |= not ok
         results.append(
             {
                 "path": path,
-                "ok": compiled.ok,
+                "ok": ok,
                 "nodes": len(compiled.nodes),
-                "diagnostics": [d.to_dict() for d in compiled.diagnostics],
+                "diagnostics": [d.to_dict() for d in (*compiled.diagnostics, *extra)],
                 "_compiled": compiled,
+                "_extra": extra,
             }
         )
     if args.format == "json":
         for r in results:
             r.pop("_compiled", None)
+            r.pop("_extra", None)
         print(json.dumps({"ok": not failed, "plans": results}, indent=2))
         return 1 if failed else 0
     n_err = n_warn = 0
     for r in results:
         compiled = r.pop("_compiled", None)
+        extra = r.pop("_extra", [])
         if compiled is None:
             continue
-        for d in compiled.diagnostics:
+        for d in (*compiled.diagnostics, *extra):
             print(d.format())
-        n_err += len(compiled.errors)
+        n_err += len(compiled.errors) + len(extra)
         n_warn += len(compiled.warnings)
-        if compiled.ok and not args.quiet:
+        if r["ok"] and not args.quiet:
             extra = f", {len(compiled.warnings)} warning(s)" if compiled.warnings else ""
             print(f"{r['path']}: ok ({len(compiled.nodes)} nodes{extra})")
     if not args.quiet and (n_err or len(results) > 1):

@@ -9,7 +9,7 @@ renderer and the lowering never recompute them.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,7 +22,7 @@ from plangraph.compiler.topology import Topology
 from plangraph.ir.plan import Node, Plan, Resource, dump_json
 from plangraph.ir.source import Location
 from plangraph.ir.types import PortType
-from plangraph.ops.registry import OpSignature
+from plangraph.ops.registry import OpSignature, all_resource_kinds
 from plangraph.text import brief
 
 __all__ = [
@@ -347,10 +347,12 @@ class CompiledPlan:
             output=self.output,
         )
 
-    def explain(self) -> str:
+    def explain(self, resource_notes: Mapping[str, Sequence[str]] | None = None) -> str:
         """A readable account: the checks run, the optimisation passes (what each changed
         in the executed plan, before/after and why, or why not), the typed nodes in order
-        with their placement after the passes, resources, diagnostics."""
+        with their placement after the passes, resources (with what their kind notes, e.g.
+        replay shards, per-worker exploration, plus ``resource_notes[id]`` lines a caller
+        adds, e.g. memory estimates), diagnostics."""
         lines = [
             f"plan {brief(self.plan.name)}: {_count(len(self.nodes), 'node')}, "
             f"{_count(len(self.resources), 'resource')}, output {brief(self.output)} "
@@ -394,8 +396,9 @@ class CompiledPlan:
                 lines.append(f"  {'':<{wid}}    executed with: {changed}")
         if self.resources:
             lines += ["", "resources (params resolved, defaults included):"]
+            kinds = all_resource_kinds()
             for r in self.resources.values():
-                where = " (a thread in the driver)" if r.kind == "LearnerThread" else ""
+                where = _WHERE.get(r.kind, "")
                 lines.append(
                     f"  {r.id}: {r.kind}{where}; writers: {', '.join(r.writers) or '-'}; "
                     f"readers: {', '.join(r.readers) or '-'}"
@@ -405,6 +408,10 @@ class CompiledPlan:
                 changed = _changed(declared, executed.resources[r.id].params)
                 if changed:
                     lines.append(f"      executed with: {changed}")
+                kind = kinds.get(r.kind)
+                if kind is not None and kind.notes is not None and r.params is not None:
+                    lines += ["      " + x for x in kind.notes(r.params)]
+                lines += ["      " + x for x in (resource_notes or {}).get(r.id, ())]
         lines += ["", "diagnostics:" if self.diagnostics else "diagnostics: none"]
         for d in self.diagnostics:
             lines += ["  " + x for x in d.format().splitlines()]
@@ -553,6 +560,13 @@ class CompiledPlan:
         return runtime.build(self, **kwargs)
 
 
+_WHERE = {
+    "LearnerThread": " (a thread in the driver)",
+    "ReplayActors": " (sharded over Ray actors)",
+}
+"""Where a resource of each kind lives, when not in the driver's dataflow itself."""
+
+
 def _count(n: int, word: str) -> str:
     return f"{n} {word}{'s' if n != 1 else ''}"
 
@@ -601,9 +615,43 @@ def _resource_param_lines(r: CompiledResource, indent: str, width: int = 92) -> 
     out = _pack("params: ", top, indent, width)
     for name, items in groups:
         out += _pack(f"{name}: ", items, indent, width)
+    out += _model_lines(r.params, indent, width)
     if defaults:
         out += _pack("defaults used: ", defaults, indent, width)
     return out
+
+
+def _model_lines(params: BaseModel, indent: str, width: int) -> list[str]:
+    """A worker set's env spaces and the model its policy builds for them (the default
+    one when the policy names none)."""
+    env, policy = getattr(params, "env", None), getattr(params, "policy", None)
+    if not isinstance(env, str) or policy is None or not hasattr(policy, "resolved_model"):
+        return []
+    from plangraph.compiler.env_spaces import env_spaces
+
+    spaces = env_spaces(env, getattr(params, "wrappers", ()))
+    if spaces is None:
+        return [f"{indent}env spaces: unknown at compile time (env {_inline(env)})"]
+    obs = spaces.observation
+    out = _pack(
+        "env spaces: ",
+        [f"observation {_space_text(obs)}", f"action {_space_text(spaces.action)}"],
+        indent,
+        width,
+    )
+    if obs.kind != "Box":
+        return out
+    model = policy.resolved_model(obs.shape)
+    items = [f"{k}={_inline(_json(v))}" for k, v in model]
+    how = "" if policy.model is not None else f" (default for observations {list(obs.shape)})"
+    return out + _pack(f"model{how}: ", items, indent, width)
+
+
+def _space_text(space: Any) -> str:
+    """``Box(shape=[4], float32)`` (bounds left out: they can be long), else the space."""
+    if space.kind == "Box":
+        return f"Box(shape={list(space.shape)}, {space.dtype})"
+    return " ".join(space.text.split())[:80]
 
 
 def _pack(head: str, items: list[str], indent: str, width: int) -> list[str]:

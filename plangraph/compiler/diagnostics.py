@@ -136,6 +136,22 @@ CODES: dict[str, tuple[str, Severity, str]] = {
         "error",
         'ApplyGradients(update_workers="source") fed gradients no rollout worker computed.',
     ),
+    "PG183": (
+        "unsupported-action-space",
+        "error",
+        "The policy cannot act in the env's action space (e.g. DQN on Box actions).",
+    ),
+    "PG184": (
+        "unsupported-observation-space",
+        "error",
+        "The policy's model cannot read the env's observations.",
+    ),
+    "PG185": (
+        "replay-memory",
+        "error",
+        "Replay buffers that cannot fit in the memory available when full (validate "
+        "--memory; replay actors at build, against the memory Ray reports).",
+    ),
     "PG186": (
         "resources-unavailable",
         "error",

@@ -56,6 +56,7 @@ BUILTIN_CHECKS: tuple[Check, ...] = (
     Check.of("reachability", graph_checks.check_reachability),
     Check.of("output-type", graph_checks.check_output_type),
     # what the plan means for the algorithm (values known at compile time only)
+    Check.of("env-spaces", semantic_checks.check_env_spaces),
     Check.of("capabilities", semantic_checks.check_capabilities),
     Check.of("replay-use", semantic_checks.check_replay_use),
     Check.of("replay-ready", semantic_checks.check_replay_ready),

@@ -225,17 +225,18 @@ def check_resources(ctx: Context) -> None:
                         f"@{c}"
                         for c in close_matches(
                             rid,
-                            [r for r, x in ctx.plan.resources.items() if x.kind == rp.kind]
+                            [r for r, x in ctx.plan.resources.items() if rp.accepts(x.kind)]
                             or list(ctx.plan.resources),
                         )
                     ),
                 )
                 continue
-            if res.kind != rp.kind:
-                same = [f"@{r}" for r, x in ctx.plan.resources.items() if x.kind == rp.kind]
+            if not rp.accepts(res.kind):
+                same = [f"@{r}" for r, x in ctx.plan.resources.items() if rp.accepts(x.kind)]
                 ctx.report(
                     "PG142",
-                    f"param {brief(rp.param)} of {sig.name} needs a {rp.kind} resource, but "
+                    f"param {brief(rp.param)} of {sig.name} needs a {rp.kinds_text()} resource, "
+                    "but "
                     f"{brief(value)} is a {res.kind or 'resource of unknown kind'}",
                     node=nid,
                     pointer=ptr,

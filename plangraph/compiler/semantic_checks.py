@@ -12,21 +12,27 @@ from __future__ import annotations
 import math
 import typing
 from collections.abc import Collection, Iterator, Mapping
+from dataclasses import dataclass
 
 from pydantic import BaseModel
 
 from plangraph.compiler.context import Context, join_hints
+from plangraph.compiler.env_spaces import EnvSpaces, env_spaces
 from plangraph.ir.refs import resource_ref_id
+from plangraph.ops.models import cnn_output_hw, is_image_shape
 from plangraph.ops.policies import PolicyConfigModel
 from plangraph.ops.resources import LearnerThreadParams, ReplayBufferParams, WorkerSetParams
 from plangraph.text import brief
 
 __all__ = [
+    "SpaceProblem",
     "check_batch_sizes",
     "check_capabilities",
+    "check_env_spaces",
     "check_gradient_sources",
     "check_replay_ready",
     "check_replay_use",
+    "space_problems",
 ]
 
 #: operator -> the policy capability it calls on
@@ -43,7 +49,14 @@ _TRAINERS = ("TrainOneStep", "ComputeGradients", "Enqueue", "AsyncGradients")
 
 #: operators whose output items are their input items (same env steps per item)
 _PASS_THROUGH = frozenset(
-    {"Duplicate", "Enqueue", "StoreToReplay", "UpdateWorkerWeights", "WaitUntilTimestepsElapsed"}
+    {
+        "Duplicate",
+        "Enqueue",
+        "StoreToReplay",
+        "UpdatePriorities",
+        "UpdateWorkerWeights",
+        "WaitUntilTimestepsElapsed",
+    }
 )
 
 
@@ -112,12 +125,164 @@ def check_capabilities(ctx: Context) -> None:
         )
 
 
+@dataclass(frozen=True)
+class SpaceProblem:
+    """A policy that cannot read its env's observations or act in its actions.
+
+    ``field``: the worker set param to point at (``"policy/algo"``, ``"env"``, ...).
+    """
+
+    code: str
+    field: str
+    message: str
+    hint: str
+
+
+def _algos_acting_in(kind: str, bounded: bool) -> str:
+    members = typing.get_args(PolicyConfigModel)
+    return ", ".join(
+        m.model_fields["algo"].default
+        for m in members
+        if kind in m.action_spaces and (bounded or not m.needs_bounded_actions)
+    )
+
+
+def space_problems(
+    policy: PolicyConfigModel, spaces: EnvSpaces, algo_at: str = "policy.algo"
+) -> list[SpaceProblem]:
+    """What keeps ``policy`` from running on the env of ``spaces`` (empty: nothing).
+
+    The capability data are the config model's ``action_spaces``,
+    ``needs_bounded_actions`` and ``observation_spaces``; ``algo_at`` names where the
+    algorithm is set, for the hints.
+    """
+    out = []
+    env, act, obs = brief(spaces.env), spaces.action, spaces.observation
+    if act.kind not in policy.action_spaces:
+        kinds = " and ".join(sorted(policy.action_spaces))
+        others = _algos_acting_in(act.kind, act.bounded)
+        out.append(
+            SpaceProblem(
+                "PG183",
+                "policy/algo",
+                f"the {policy.algo} policy acts in {kinds} action spaces only, but env {env} "
+                f"has action space {act.text}, so the policy cannot be built for it",
+                (
+                    f"algorithms that act in {act.kind} action spaces: {others}; use one of "
+                    f"them ({algo_at}) or an env with {kinds} actions"
+                    if others
+                    else f"no algorithm acts in {act.kind} action spaces; use another env"
+                ),
+            )
+        )
+    elif act.kind == "Box" and policy.needs_bounded_actions and not act.bounded:
+        out.append(
+            SpaceProblem(
+                "PG183",
+                "policy/algo",
+                f"the {policy.algo} policy squashes its actions into the bounds of a Box "
+                f"action space, but env {env} has action space {act.text} with infinite "
+                "bounds",
+                f"use an env whose action bounds are finite, or an algorithm that clips "
+                f"Gaussian actions instead ({algo_at}): {_algos_acting_in('Box', False)}",
+            )
+        )
+    if obs.kind not in policy.observation_spaces:
+        kinds = " and ".join(sorted(policy.observation_spaces))
+        out.append(
+            SpaceProblem(
+                "PG184",
+                "env",
+                f"the {policy.algo} policy's model reads {kinds} observations (any shape and "
+                f"dtype, cast to float32), but env {env} has observation space {obs.text}",
+                "use an env with Box observations, or wrap it: a Discrete observation "
+                'becomes its one-hot Box with {"name": "flatten_observation"} in the worker '
+                "set's wrappers",
+            )
+        )
+    else:
+        out += _model_problems(policy, spaces)
+    return out
+
+
+def _model_problems(policy: PolicyConfigModel, spaces: EnvSpaces) -> list[SpaceProblem]:
+    """A CNN model on observations that are no [H, W, C] image, or one too small for it."""
+    obs = spaces.observation
+    model = policy.resolved_model(obs.shape)
+    field = "policy/model" if policy.model is not None else "env"
+    if model.type not in policy.model_types:
+        kinds = " and ".join(sorted(policy.model_types))
+        return [
+            SpaceProblem(
+                "PG184",
+                field,
+                f"the {policy.algo} policy builds {kinds} models only, but its model for the "
+                f"observations {list(obs.shape)} of env {brief(spaces.env)} is a {model.type}",
+                f'give a model of type {kinds} ({{"type": "mlp", ...}} flattens any Box '
+                "observation)",
+            )
+        ]
+    if model.type != "cnn":
+        return []
+    which = f"the {policy.algo} policy's cnn model" + (
+        "" if policy.model is not None else " (the default for [H, W, C] observations)"
+    )
+    if not is_image_shape(obs.shape):
+        return [
+            SpaceProblem(
+                "PG184",
+                field,
+                f"{which} reads [H, W, C] image observations, but env {brief(spaces.env)} has "
+                f"observation space {obs.text} of shape {list(obs.shape)}",
+                'use {"type": "mlp"} as the model for vector observations, or an image env',
+            )
+        ]
+    sizes = cnn_output_hw((obs.shape[0], obs.shape[1]), model.conv_filters)
+    for i, (h, w) in enumerate(sizes):
+        if h >= 1 and w >= 1:
+            continue
+        before = (obs.shape[0], obs.shape[1]) if i == 0 else sizes[i - 1]
+        return [
+            SpaceProblem(
+                "PG184",
+                field,
+                f"{which} cannot read the {obs.shape[0]}x{obs.shape[1]} images of env "
+                f"{brief(spaces.env)}: conv_filters[{i}] {list(model.conv_filters[i])} "
+                f"([out_channels, kernel, stride]) does not fit the {before[0]}x{before[1]} "
+                "feature map it gets",
+                "give smaller kernels and strides in model.conv_filters (each layer maps n "
+                "to floor((n - kernel) / stride) + 1 >= 1), or resize the frames",
+            )
+        ]
+    return []
+
+
+def check_env_spaces(ctx: Context) -> None:
+    """Each worker set's policy reads its env's observations and acts in its action space."""
+    for rid, res in ctx.plan.resources.items():
+        ws = ctx.res_params.get(rid)
+        if not isinstance(ws, WorkerSetParams):
+            continue
+        spaces = env_spaces(ws.env, ws.wrappers)
+        if spaces is None:
+            continue
+        for problem in space_problems(ws.policy, spaces, f"/resources/{rid}/params/policy/algo"):
+            ctx.report(
+                problem.code,
+                f"WorkerSet {brief(rid)}: {problem.message}",
+                pointer=f"/resources/{rid}/params/{problem.field}",
+                hint=join_hints(
+                    problem.hint, ctx.config_hint(res.params, ["env"], "another env id")
+                ),
+            )
+
+
 def _replay_readers_upstream(ctx: Context, nid: str) -> list[str]:
     anc = ctx.topology.ancestors(nid)
     readers = {
         r
         for rid, res in ctx.plan.resources.items()
-        if res.kind == "ReplayBuffer"
+        if res.kind in ("ReplayBuffer", "ReplayActors")
         for r in ctx.readers.get(rid, [])
         if r in anc
     }
@@ -268,7 +433,7 @@ def _item_size(ctx: Context, nid: str) -> int | None:
             found = _worker_set(ctx, cur)
             item = _rollout_item(found[1], _param(ctx, cur, "mode")) if found else None
             return item[0] if item else None
-        if op == "LocalReplay":
+        if op in ("LocalReplay", "ParallelReplay"):
             size = _param(ctx, cur, "batch_size")
             return size if isinstance(size, int) else None
         if op == "ConcatBatches":

@@ -102,8 +102,10 @@ class MetricsContext:
     ``counters``: ``dict[str, int]``, missing keys read as 0 (e.g. ``num_env_steps_sampled``
     in env steps). ``timers``: ``dict[str, Timer]``, created on first access. ``info``:
     free-form dict (e.g. ``info["learner"]`` = learner stats). ``current_actor``: the actor
-    handle whose result is being processed, or ``None``. ``profile``: exclusive time per
-    plan node and per phase (``plangraph.flow.profile``).
+    handle whose result is being processed, or ``None``. ``current_ref``: ``(object ref,
+    item)`` of that result (``gather_async``), so an operator receiving that very item can
+    pass the ref on, actor to actor, instead of sending the item again; or ``None``.
+    ``profile``: exclusive time per plan node and per phase (``plangraph.flow.profile``).
     """
 
     def __init__(self) -> None:
@@ -111,6 +113,7 @@ class MetricsContext:
         self.timers: defaultdict[str, Timer] = defaultdict(Timer)
         self.info: dict[str, Any] = {}
         self.current_actor: Any = None
+        self.current_ref: tuple[Any, Any] | None = None
         self.profile = FlowProfile()
 
     def save(self) -> dict[str, Any]:

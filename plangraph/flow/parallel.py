@@ -286,7 +286,7 @@ class ParallelIterator(Generic[T]):
                         values = ray.get(ready)
                 except RayError:
                     values = [_get_or_error(ref) for ref in ready]
-                out: list[tuple[_Shard, Any]] = []
+                out: list[tuple[_Shard, Any, Any]] = []
                 for ref, value in zip(ready, values, strict=True):
                     shard = pending.pop(ref)
                     # Stale: issued to an actor that has since been replaced or dropped.
@@ -307,9 +307,12 @@ class ParallelIterator(Generic[T]):
                         continue
                     if shard.live and not stale:
                         pending[shard.submit()] = shard
-                    out.append((shard, value))
-                for shard, value in out:
-                    get_metrics().current_actor = shard.actor
+                    out.append((shard, ref, value))
+                for shard, ref, value in out:
+                    metrics = get_metrics()
+                    metrics.current_actor = shard.actor
+                    # Without chained transforms the ref holds exactly this item.
+                    metrics.current_ref = None if self.transforms else (ref, value)
                     yield value
 
         return LocalIterator(base, name=self.name)

@@ -18,7 +18,12 @@ from plangraph.ops.builtin.combine import (
     WaitUntilTimestepsElapsed,
 )
 from plangraph.ops.builtin.merge import Concurrently, Duplicate, Union
-from plangraph.ops.builtin.replay import LocalReplay, StoreToReplay
+from plangraph.ops.builtin.replay import (
+    LocalReplay,
+    ParallelReplay,
+    StoreToReplay,
+    UpdatePriorities,
+)
 from plangraph.ops.builtin.sink import StandardMetricsReporting
 from plangraph.ops.builtin.sources import AsyncGradients, ParallelRollouts
 from plangraph.ops.builtin.train import (
@@ -48,9 +53,11 @@ from plangraph.ops.registry import (
 )
 from plangraph.ops.resources import (
     LearnerThreadParams,
+    ReplayActorsParams,
     ReplayBufferParams,
     WorkerSetParams,
     learner_thread,
+    replay_actors,
     replay_buffer,
     worker_set,
 )
@@ -74,9 +81,11 @@ __all__ = [
     "OpFactory",
     "OpParams",
     "OpSignature",
+    "ParallelReplay",
     "ParallelRollouts",
     "PendingOp",
     "PlanBuildError",
+    "ReplayActorsParams",
     "ReplayBufferParams",
     "ResourceKind",
     "ResourceParam",
@@ -86,6 +95,7 @@ __all__ = [
     "Stream",
     "TrainOneStep",
     "Union",
+    "UpdatePriorities",
     "UpdateTarget",
     "UpdateWorkerWeights",
     "WaitUntilTimestepsElapsed",
@@ -98,6 +108,7 @@ __all__ = [
     "op_factory",
     "register_op",
     "register_resource_kind",
+    "replay_actors",
     "replay_buffer",
     "unregister_op",
     "worker_set",

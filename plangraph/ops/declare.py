@@ -26,7 +26,7 @@ def register_op(
     min_inputs: int | None = None,
     params: type[BaseModel] | None = None,
     doc: str | None = None,
-    resources: Mapping[str, tuple[str, str]] | None = None,
+    resources: Mapping[str, tuple[str | tuple[str, ...], str]] | None = None,
     check_params: Callable[[Any, int], list[tuple[str, str]]] | None = None,
     infer_output: Callable[[Sequence[PortType], Any], PortType] | None = None,
     replace: bool = False,

@@ -130,7 +130,7 @@ def describe_op(sig: OpSignature) -> dict[str, Any]:
         "doc": sig.doc,
         "builtin": sig.builtin,
         "resources": [
-            {"param": r.param, "kind": r.kind, "access": r.access} for r in sig.resources
+            {"param": r.param, "kind": r.kinds_text(), "access": r.access} for r in sig.resources
         ],
         "params": describe_params(sig.params_model),
     }

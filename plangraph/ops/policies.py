@@ -13,8 +13,17 @@ from __future__ import annotations
 import math
 from typing import Annotated, ClassVar, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+)
 from pydantic_core import PydanticCustomError
+
+from plangraph.ops.models import CNNModel, MLPModel, ModelConfig, default_model
 
 __all__ = [
     "CAPABILITIES",
@@ -22,13 +31,15 @@ __all__ = [
     "DQNConfig",
     "PPOConfig",
     "PolicyConfig",
+    "SACConfig",
     "Schedule",
     "check_schedule",
+    "per_worker_epsilon",
 ]
 
 CAPABILITIES: dict[str, str] = {
     "gradients": "computes gradients without applying them and applies given gradients "
-    "(ComputeGradients, ApplyGradients)",
+    "(ComputeGradients, ApplyGradients; SAC steps three optimizers and has none)",
     "target_network": "keeps a target network that UpdateTarget syncs with the online one",
     "replay": "learns from single transitions sampled out of order from a replay buffer "
     "(its loss needs only obs, actions, rewards, next_obs, terminateds)",
@@ -37,9 +48,9 @@ CAPABILITIES: dict[str, str] = {
 
 Kept as data here (not read off the torch classes in ``plangraph.rl``) so the compiler
 can refuse an operator the policy cannot serve without importing torch; each entry
-mirrors the policy class: ``update_target()`` exists on DQN and APPO only, and only DQN's
-loss is correct on replayed rows (A2C/PPO need the advantages of whole fresh fragments,
-IMPALA/APPO's V-trace whole segments in order).
+mirrors the policy class: ``update_target()`` exists on DQN, APPO and SAC only, and only
+DQN's and SAC's losses are correct on replayed rows (A2C/PPO need the advantages of whole
+fresh fragments, IMPALA/APPO's V-trace whole segments in order).
 """
 
 
@@ -88,9 +99,22 @@ class _PolicyBase(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     hiddens: tuple[int, ...] = Field(
-        (64, 64), description="Hidden layer widths of each MLP (policy and value nets)."
+        (64, 64),
+        description="Hidden layer widths of each MLP (policy and value nets) when no `model` "
+        "is given.",
     )
-    activation: Literal["tanh", "relu"] = Field("tanh", description="Hidden activation.")
+    activation: Literal["tanh", "relu"] = Field(
+        "tanh", description="Hidden activation when no `model` is given."
+    )
+    model: ModelConfig | None = Field(
+        None,
+        description=(
+            'The network: {"type": "mlp", "hiddens": [...], "activation": ...} or {"type": '
+            '"cnn", "conv_filters": [[out_channels, kernel, stride], ...], "hiddens": [...]}, '
+            "with vf_share_layers. None: the Nature CNN for [H, W, C] image observations, "
+            "else an MLP of `hiddens` and `activation`."
+        ),
+    )
     gamma: float = Field(0.99, ge=0.0, le=1.0, description="Discount factor.")
     lr: float = Field(3e-4, gt=0.0, description="Adam learning rate (per optimizer step).")
     lr_schedule: Schedule | None = Field(
@@ -105,8 +129,45 @@ class _PolicyBase(BaseModel):
         0.5, gt=0.0, description="Max global L2 norm of the gradient; None disables clipping."
     )
 
+    @field_validator("model")
+    @classmethod
+    def _one_model_setting(
+        cls, model: MLPModel | CNNModel | None, info: ValidationInfo
+    ) -> MLPModel | CNNModel | None:
+        # hiddens and activation are declared before model, so they are validated already
+        both = [
+            f
+            for f in ("hiddens", "activation")
+            if f in info.data and info.data[f] != cls.model_fields[f].default
+        ]
+        if model is not None and both:
+            raise PydanticCustomError(
+                "model_and_hiddens",
+                "give the network either as `model` or as {fields}, not both (move "
+                "{fields} into `model`)",
+                {"fields": " and ".join(f"`{f}`" for f in both)},
+            )
+        return model
+
+    def resolved_model(self, obs_shape: tuple[int, ...]) -> MLPModel | CNNModel:
+        """The model for observations of ``obs_shape``: ``model``, else
+        ``plangraph.ops.models.default_model``."""
+        if self.model is not None:
+            return self.model
+        return default_model(obs_shape, self.hiddens, self.activation)
+
     #: what the policy can do (keys of :data:`CAPABILITIES`); not a setting
     capabilities: ClassVar[frozenset[str]] = frozenset({"gradients"})
+    #: action spaces it can act in (gymnasium space class names); the compiler reads the
+    #: env's (``plangraph.compiler.env_spaces``) and refuses others (PG183)
+    action_spaces: ClassVar[frozenset[str]] = frozenset({"Discrete"})
+    #: whether every bound of a ``Box`` action space must be finite (actions are squashed
+    #: into them rather than clipped)
+    needs_bounded_actions: ClassVar[bool] = False
+    #: the model types (``plangraph.ops.models``) it builds (PG184 for others)
+    model_types: ClassVar[frozenset[str]] = frozenset({"mlp", "cnn"})
+    #: observation spaces its models read (PG184): a ``Box`` of any dtype and shape
+    observation_spaces: ClassVar[frozenset[str]] = frozenset({"Box"})
     #: the batches its loss is correct on (said when a plan feeds it others)
     learns_from: ClassVar[str] = (
         "whole fresh rollout fragments (advantages and value targets computed by GAE when "
@@ -114,7 +175,29 @@ class _PolicyBase(BaseModel):
     )
 
 
-class A2CConfig(_PolicyBase):
+class _ActorCriticBase(_PolicyBase):
+    """Settings of the stochastic actor-critic policies (a2c, ppo, impala, appo).
+
+    Action distributions by action space (``plangraph.rl.distributions``): ``Discrete``
+    categorical, ``MultiDiscrete`` one categorical per component, 1-D ``Box`` a diagonal
+    Gaussian whose samples are clipped to the bounds only when sent to the env (the batch
+    keeps, and the loss sees, the unclipped sample and its log-probability).
+    """
+
+    action_spaces: ClassVar[frozenset[str]] = frozenset({"Discrete", "MultiDiscrete", "Box"})
+    free_log_std: bool = Field(
+        True,
+        description=(
+            "Box actions: the Gaussian's log-std is one state-independent parameter vector "
+            "(as in Schulman et al. 2017); false: the policy network outputs it per state."
+        ),
+    )
+    log_std_init: float = Field(
+        0.0, description="Box actions: initial log-std of the Gaussian (0.0: std 1)."
+    )
+
+
+class A2CConfig(_ActorCriticBase):
     """Advantage actor-critic (Mnih et al. 2016, synchronous): one optimizer step per batch."""
 
     algo: Literal["a2c"] = "a2c"
@@ -127,7 +210,7 @@ class A2CConfig(_PolicyBase):
     )
 
 
-class PPOConfig(_PolicyBase):
+class PPOConfig(_ActorCriticBase):
     """Proximal policy optimisation with the clipped surrogate (Schulman et al. 2017, eq. 7)."""
 
     algo: Literal["ppo"] = "ppo"
@@ -170,9 +253,35 @@ class DQNConfig(_PolicyBase):
             "with gamma**k from the state k <= n steps later. 1 = one-step DQN."
         ),
     )
+    per_worker_epsilon_alpha: float | None = Field(
+        None,
+        ge=0.0,
+        description=(
+            "Ape-X per-worker exploration (Horgan et al. 2018, sec. 4.1): rollout worker i "
+            "of N (i = 0 .. N-1) acts with epsilon_i = epsilon ** (1 + alpha * i / (N - 1)), "
+            "epsilon the annealed schedule above (Ape-X: epsilon 0.4 constant, i.e. "
+            "epsilon_timesteps 0 and epsilon_final 0.4, alpha 7); one worker uses epsilon. "
+            "None: every worker uses epsilon. Dimensionless."
+        ),
+    )
 
 
-class _VTraceBase(_PolicyBase):
+def per_worker_epsilon(epsilon: float, worker: int, num_workers: int, alpha: float) -> float:
+    """Ape-X's exploration epsilon of rollout worker ``worker`` (0-based) of
+    ``num_workers`` (Horgan et al. 2018, sec. 4.1):
+    ``epsilon ** (1 + alpha * worker / (num_workers - 1))``; ``epsilon`` for one worker.
+
+    Raises:
+        ValueError: ``worker`` outside ``[0, num_workers)``.
+    """
+    if not 0 <= worker < num_workers:
+        raise ValueError(f"worker {worker} is not one of the {num_workers} rollout workers")
+    if num_workers == 1:
+        return float(epsilon)
+    return float(epsilon ** (1.0 + alpha * worker / (num_workers - 1)))
+
+
+class _VTraceBase(_ActorCriticBase):
     """Shared settings of the V-trace learners (Espeholt et al. 2018, eq. 1 and sec. 4.2)."""
 
     learns_from: ClassVar[str] = (
@@ -253,10 +362,65 @@ class APPOConfig(_VTraceBase):
     )
 
 
+class SACConfig(_PolicyBase):
+    """Soft actor-critic (Haarnoja et al. 2018, "Soft Actor-Critic Algorithms and
+    Applications"): a tanh-squashed Gaussian actor, twin Q-networks with target copies
+    (UpdateTarget with ``tau`` < 1 keeps them as Polyak averages) and automatic tuning of
+    the entropy temperature alpha towards ``target_entropy``.
+
+    Defaults follow the paper's (and SB3's) SAC: 256x256 ReLU networks, lr 3e-4 for the
+    actor, the critics and alpha, gamma 0.99, target entropy -dim(A), no gradient clipping.
+    """
+
+    algo: Literal["sac"] = "sac"
+    learns_from: ClassVar[str] = "single transitions (obs, actions, rewards, next_obs)"
+    capabilities: ClassVar[frozenset[str]] = frozenset({"target_network", "replay"})
+    action_spaces: ClassVar[frozenset[str]] = frozenset({"Box"})
+    needs_bounded_actions: ClassVar[bool] = True
+    model_types: ClassVar[frozenset[str]] = frozenset({"mlp"})
+    hiddens: tuple[int, ...] = Field(
+        (256, 256),
+        description="Hidden layer widths of the actor and of each Q-network when no `model` "
+        "is given.",
+    )
+    activation: Literal["tanh", "relu"] = Field(
+        "relu", description="Hidden activation when no `model` is given."
+    )
+    lr: float = Field(
+        3e-4, gt=0.0, description="Adam learning rate of the actor, the critics and alpha."
+    )
+    grad_clip: float | None = Field(
+        None,
+        gt=0.0,
+        description="Max L2 norm of each of the actor's and the critics' gradients; None "
+        "disables clipping.",
+    )
+    initial_alpha: float = Field(
+        1.0, gt=0.0, description="Entropy temperature alpha before any update."
+    )
+    target_entropy: float | None = Field(
+        None,
+        description="Entropy alpha is tuned towards, in nats per action; None: -dim(A) "
+        "(Haarnoja et al. 2018, sec. 5).",
+    )
+    random_timesteps: int = Field(
+        0,
+        ge=0,
+        description="Env steps sampled during which actions are drawn uniformly from the "
+        "bounds instead of from the actor (exploration before learning starts).",
+    )
+    n_step: int = Field(
+        1,
+        ge=1,
+        description="n-step soft Q targets: sum up to n discounted rewards within one "
+        "episode and fragment, then bootstrap with gamma**k. 1 = one-step SAC.",
+    )
+
+
 PolicyConfig = Annotated[
-    A2CConfig | PPOConfig | DQNConfig | IMPALAConfig | APPOConfig,
+    A2CConfig | PPOConfig | DQNConfig | IMPALAConfig | APPOConfig | SACConfig,
     Field(discriminator="algo"),
 ]
 
-PolicyConfigModel = A2CConfig | PPOConfig | DQNConfig | IMPALAConfig | APPOConfig
+PolicyConfigModel = A2CConfig | PPOConfig | DQNConfig | IMPALAConfig | APPOConfig | SACConfig
 """Any one policy config model (the members of ``PolicyConfig``)."""

@@ -78,12 +78,27 @@ class NoParams(OpParams):
 class ResourceParam:
     """A param holding an ``"@id"`` reference to a resource of ``kind``.
 
-    ``access``: ``"write"`` (adds to or updates the resource) or ``"read"``.
+    ``access``: ``"write"`` (adds to or updates the resource) or ``"read"``. ``also``: other
+    kinds the param accepts (``StoreToReplay`` writes a ``ReplayBuffer`` or the sharded
+    ``ReplayActors``).
     """
 
     param: str
     kind: str
     access: Literal["read", "write"]
+    also: tuple[str, ...] = ()
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        """Every kind the param accepts, ``kind`` first."""
+        return (self.kind, *self.also)
+
+    def accepts(self, kind: str) -> bool:
+        return kind in self.kinds
+
+    def kinds_text(self) -> str:
+        """``"ReplayBuffer"`` or ``"ReplayBuffer or ReplayActors"``."""
+        return " or ".join(self.kinds)
 
 
 @dataclass(frozen=True)
@@ -158,12 +173,15 @@ class OpSignature:
 @dataclass(frozen=True)
 class ResourceKind:
     """A kind of resource a plan may declare. ``needs_writer_and_reader``: the compiler
-    reports a declared resource of this kind that nothing writes or nothing reads."""
+    reports a declared resource of this kind that nothing writes or nothing reads.
+    ``notes(params) -> lines``: what ``explain`` says about a declared resource beyond its
+    params (e.g. the shards of ``ReplayActors``, per-worker exploration of a ``WorkerSet``)."""
 
     name: str
     params_model: type[BaseModel]
     doc: str = ""
     needs_writer_and_reader: bool = False
+    notes: Callable[[Any], list[str]] | None = field(default=None, compare=False)
 
 
 _OPS: dict[str, OpSignature] = {}
@@ -272,7 +290,7 @@ def make_signature(
     variadic: str | PortType | None = None,
     min_inputs: int | None = None,
     doc: str | None = None,
-    resources: Mapping[str, tuple[str, str]] | None = None,
+    resources: Mapping[str, tuple[str | tuple[str, ...], str]] | None = None,
     check_params: ParamCheck | None = None,
     infer_output: OutputRule | None = None,
     builtin: bool = False,
@@ -280,7 +298,8 @@ def make_signature(
     pure: bool = False,
     rowwise: bool = False,
 ) -> OpSignature:
-    """Build an :class:`OpSignature` from friendly arguments (types as text)."""
+    """Build an :class:`OpSignature` from friendly arguments (types as text; a resource's
+    kind may be a tuple of the kinds it accepts, the first one its main kind)."""
     model = params or NoParams
     return OpSignature(
         name=name,
@@ -293,8 +312,7 @@ def make_signature(
         min_inputs=(min_inputs if min_inputs is not None else (1 if variadic else len(inputs))),
         doc=inspect.cleandoc(doc if doc is not None else (model.__doc__ or "")),
         resources=tuple(
-            ResourceParam(p, kind, access)  # type: ignore[arg-type]
-            for p, (kind, access) in (resources or {}).items()
+            _resource_param(p, kind, access) for p, (kind, access) in (resources or {}).items()
         ),
         check_params=check_params,
         infer_output=infer_output,
@@ -303,3 +321,10 @@ def make_signature(
         pure=pure,
         rowwise=rowwise,
     )
+
+
+def _resource_param(param: str, kind: str | tuple[str, ...], access: str) -> ResourceParam:
+    kinds = (kind,) if isinstance(kind, str) else tuple(kind)
+    if not kinds:
+        raise RegistrationError(f"resource param {param!r}: no resource kind given")
+    return ResourceParam(param, kinds[0], access, also=kinds[1:])  # type: ignore[arg-type]

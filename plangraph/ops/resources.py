@@ -1,18 +1,20 @@
 """Parameter models of the resources a plan declares once and references as ``"@id"``.
 
-Resources are not edges: a ``WorkerSet`` (the learner policy plus its rollout workers) and
-replay buffers are shared state that operators read or write.
+Resources are not edges: a ``WorkerSet`` (the learner policy plus its rollout workers),
+replay buffers (``ReplayBuffer`` in the driver, ``ReplayActors`` sharded over Ray actors)
+and learner threads are shared state that operators read or write.
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from plangraph.ir.plan import Resource
-from plangraph.ops.policies import PolicyConfig
+from plangraph.ops.policies import PolicyConfig, per_worker_epsilon
 from plangraph.ops.registry import ResourceKind, register_resource_kind
+from plangraph.ops.wrappers import WrapperSpec
 
 PlacementStrategy = Literal["PACK", "SPREAD", "STRICT_SPREAD"]
 """How a placement group lays out its bundles over a Ray cluster's nodes (Ray's names):
@@ -97,6 +99,14 @@ class WorkerSetParams(BaseModel):
         ),
     )
     policy: PolicyConfig = Field(description="Algorithm and its hyperparameters.")
+    wrappers: tuple[WrapperSpec, ...] = Field(
+        (),
+        description=(
+            'Env preprocessing on the workers: [{"name": ..., "params": {...}}, ...], '
+            "registered wrappers (plangraph.ops.wrappers) applied in order, the first "
+            "innermost."
+        ),
+    )
     max_worker_restarts: int = Field(
         3,
         ge=0,
@@ -155,6 +165,67 @@ class ReplayBufferParams(BaseModel):
     eps: float = Field(1e-6, gt=0.0, description="Added to |TD error| to form a priority.")
 
 
+class ReplayActorsParams(ReplayBufferParams):
+    """Distributed experience replay (Ape-X, Horgan et al. 2018): ``num_shards`` Ray actors,
+    each holding one shard, a (prioritized) replay buffer with FIFO eviction.
+
+    ``capacity``, ``learning_starts`` and ``beta_annealing_steps`` are totals over all
+    shards, in env steps; each shard gets an equal share (``shard_split``: the first
+    ``total % num_shards`` shards one env step more), as RLlib's ``ReplayActor`` divides
+    them. ``StoreToReplay`` sends each rollout batch to one shard; ``ParallelReplay``
+    samples a shard once it holds its share of ``learning_starts``; ``UpdatePriorities``
+    sends TD-error priorities back to the shard and slot they were sampled from. A shard
+    whose actor dies is reported (plan node, shard, Ray node) and, within
+    ``max_shard_restarts``, replaced by an empty one while the run goes on.
+    """
+
+    capacity: int = Field(
+        50_000, ge=1, description="Capacity in env steps over all shards (FIFO per shard)."
+    )
+    learning_starts: int = Field(
+        1_000,
+        ge=0,
+        description=(
+            "Env steps stored over all shards before replay; a shard is sampled once it "
+            "holds its share."
+        ),
+    )
+    beta_annealing_steps: int = Field(
+        100_000,
+        ge=0,
+        description="Env steps sampled over all shards over which beta anneals (per-shard share).",
+    )
+    num_shards: int = Field(4, ge=1, description="Replay actors, one buffer shard each.")
+    max_shard_restarts: int = Field(
+        0,
+        ge=0,
+        description=(
+            "Replacements (empty) of one dead shard allowed within shard_restart_window_s; "
+            "0: a dead shard stops the run with an error naming it."
+        ),
+    )
+    shard_restart_window_s: float = Field(
+        300.0, gt=0.0, description="Sliding window in which a shard's replacements count (s)."
+    )
+
+    @model_validator(mode="after")
+    def _a_row_per_shard(self) -> ReplayActorsParams:
+        if self.capacity < self.num_shards:
+            raise ValueError(
+                f"capacity {self.capacity} env steps cannot be split over num_shards="
+                f"{self.num_shards} shards (at least one env step each); raise capacity or "
+                "lower num_shards"
+            )
+        return self
+
+
+def shard_split(total: int, num_shards: int) -> list[int]:
+    """``total`` env steps split over ``num_shards`` shards as evenly as possible (the first
+    ``total % num_shards`` shards hold one more): ``shard_split(10, 4) == [3, 3, 2, 2]``."""
+    base, extra = divmod(int(total), int(num_shards))
+    return [base + (1 if k < extra else 0) for k in range(num_shards)]
+
+
 class LearnerThreadParams(BaseModel):
     """A learner thread in the driver (IMPALA/APPO): trains the worker set's learner policy
     on batches from a bounded in-queue while the driver keeps sampling; ``Enqueue`` feeds
@@ -200,13 +271,76 @@ def replay_buffer(**params: Any) -> Resource:
     return Resource(kind="ReplayBuffer", params=_resource_params(params))
 
 
+def replay_actors(**params: Any) -> Resource:
+    """A ``ReplayActors`` resource (params: :class:`ReplayActorsParams`)."""
+    return Resource(kind="ReplayActors", params=_resource_params(params))
+
+
 def learner_thread(**params: Any) -> Resource:
     """A ``LearnerThread`` resource (params: :class:`LearnerThreadParams`)."""
     return Resource(kind="LearnerThread", params=_resource_params(params))
 
 
+def _worker_set_notes(params: WorkerSetParams) -> list[str]:
+    """Per-worker exploration (Ape-X) of a DQN worker set: each rollout worker's epsilon."""
+    policy = params.policy
+    alpha = getattr(policy, "per_worker_epsilon_alpha", None)
+    if alpha is None:
+        return []
+    n = max(1, params.num_workers)
+    annealed = policy.epsilon_timesteps > 0
+    base = policy.epsilon_final
+    eps = [per_worker_epsilon(base, i, n, alpha) for i in range(n)]
+    shown = ", ".join(f"worker {i + 1}: {e:.3g}" for i, e in enumerate(eps[:8]))
+    more = f", ... worker {n}: {eps[-1]:.3g}" if n > 8 else ""
+    when = (
+        f"reached after annealing from {policy.epsilon_initial:g} over "
+        f"{policy.epsilon_timesteps:,} env steps"
+        if annealed
+        else "constant"
+    )
+    return [
+        "exploration per rollout worker (Ape-X, Horgan et al. 2018):",
+        f"  epsilon_i = epsilon ** (1 + {alpha:g} * i / (N - 1)), i = 0 .. N-1, N = {n}",
+        f"  epsilon = {base:g} ({when}):",
+        f"  {shown}{more}",
+    ]
+
+
+def _replay_actors_notes(params: ReplayActorsParams) -> list[str]:
+    """The shards of a ``ReplayActors`` resource: sizes and readiness per shard."""
+    n = params.num_shards
+    caps = shard_split(params.capacity, n)
+    starts = shard_split(params.learning_starts, n)
+
+    def span(xs: list[int]) -> str:
+        return f"{xs[0]:,}" if min(xs) == max(xs) else f"{min(xs):,}-{max(xs):,}"
+
+    kind = (
+        f"prioritized (alpha {params.alpha:g}, beta {params.beta:g} -> {params.beta_final:g})"
+        if params.prioritized
+        else "uniform"
+    )
+    dead = (
+        f"replaced (empty) up to {params.max_shard_restarts} times per shard within "
+        f"{params.shard_restart_window_s:g} s"
+        if params.max_shard_restarts
+        else "stops the run"
+    )
+    return [
+        f"shards: {n} Ray actor{'s' if n != 1 else ''}, {kind}, FIFO",
+        f"  per shard: {span(caps)} env steps, sampled once holding {span(starts)}",
+        f"  a dead shard {dead}",
+    ]
+
+
 register_resource_kind(
-    ResourceKind("WorkerSet", WorkerSetParams, doc=(WorkerSetParams.__doc__ or "").strip())
+    ResourceKind(
+        "WorkerSet",
+        WorkerSetParams,
+        doc=(WorkerSetParams.__doc__ or "").strip(),
+        notes=_worker_set_notes,
+    )
 )
 register_resource_kind(
     ResourceKind(
@@ -221,5 +355,14 @@ register_resource_kind(
         ReplayBufferParams,
         doc=(ReplayBufferParams.__doc__ or "").strip(),
         needs_writer_and_reader=True,
+    )
+)
+register_resource_kind(
+    ResourceKind(
+        "ReplayActors",
+        ReplayActorsParams,
+        doc=(ReplayActorsParams.__doc__ or "").strip(),
+        needs_writer_and_reader=True,
+        notes=_replay_actors_notes,
     )
 )

@@ -28,7 +28,7 @@ from plangraph.compiler.diff import (
 )
 from plangraph.compiler.diff_text import format_value, summary_line
 from plangraph.ops import registry
-from plangraph.render.dotlang import DotWriter, Html, escape_html
+from plangraph.render.dotlang import DotWriter, Html, clip, escape_html
 from plangraph.render.errors import UnsupportedFormatError
 from plangraph.render.graph import RANKDIRS, _has_path
 from plangraph.render.labels import ParamLine, box_label, edge_label
@@ -155,8 +155,8 @@ def _resource_name(rid: str) -> str:
 
 def _title(diff: PlanDiff) -> Html:
     rows = [
-        f'<FONT POINT-SIZE="16"><B>plan diff: {escape_html(diff.a.name)} {ARROW} '
-        f"{escape_html(diff.b.name)}</B></FONT>",
+        f'<FONT POINT-SIZE="16"><B>plan diff: {escape_html(clip(diff.a.name))} {ARROW} '
+        f"{escape_html(clip(diff.b.name))}</B></FONT>",
         f'<FONT COLOR="{MUTED_COLOR}">a: {escape_html(diff.a_label)}   '
         f"b: {escape_html(diff.b_label)}</FONT>",
     ]

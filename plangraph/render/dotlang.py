@@ -73,6 +73,19 @@ def dot_id(node_id: str) -> str:
     return quote(node_id)
 
 
+LABEL_CHARS = 120
+"""Longest name a label shows in full (dot refuses an HTML string past 16384 characters)."""
+
+
+def clip(text: str, limit: int = LABEL_CHARS) -> str:
+    """``text``, or its first and last characters around an ellipsis when longer than
+    ``limit``."""
+    if len(text) <= limit:
+        return text
+    half = (limit - 1) // 2
+    return f"{text[:half]}\u2026{text[len(text) - (limit - 1 - half) :]}"
+
+
 def escape_html(text: str) -> str:
     r"""Escape ``text`` for the inside of an HTML-like label (``&<>"``; controls XML forbids
     become U+FFFD, lone surrogates ``\udXXX`` text)."""

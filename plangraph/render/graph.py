@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from plangraph.ir.refs import resource_ref_id
 from plangraph.render import heat
-from plangraph.render.dotlang import DotWriter, Html, escape_html
+from plangraph.render.dotlang import DotWriter, Html, clip, escape_html
 from plangraph.render.labels import Mark, ParamLine, box_label, edge_label, tooltip
 from plangraph.render.style import (
     CATEGORY_STYLES,
@@ -217,7 +217,8 @@ def _resource_lines(
 
 def _title(compiled: CompiledPlan, marks: _Marks, profile: RunProfile | None = None) -> Html:
     plan = compiled.plan
-    rows = [f'<FONT POINT-SIZE="16"><B>{escape_html(plan.name or "(unnamed plan)")}</B></FONT>']
+    name = escape_html(clip(plan.name or "(unnamed plan)"))
+    rows = [f'<FONT POINT-SIZE="16"><B>{name}</B></FONT>']
     if plan.description:
         for line in textwrap.wrap(" ".join(plan.description.split()), 90)[:3]:
             rows.append(f'<FONT COLOR="{MUTED_COLOR}">{escape_html(line)}</FONT>')
@@ -332,7 +333,7 @@ def to_dot(compiled: CompiledPlan, rankdir: str = "TB", profile: RunProfile | No
                 **_style_attrs(RESOURCE_STYLE, rmarks, bool(rmarks)),
                 "label": box_label(
                     f"@{rid}",
-                    f"{kind} · thread in the driver" if kind == "LearnerThread" else kind,
+                    _resource_kind_text(kind, res.params if res else None),
                     _resource_lines(
                         res.params if res else None, raw, res.raw_params if res else {}
                     ),
@@ -594,3 +595,13 @@ def _legend(
     anchor = compiled.output if compiled.output in node_ids else (node_ids or [None])[-1]
     if anchor is not None:
         w.edge(anchor, rows[0][0], {"style": "invis"})
+
+
+def _resource_kind_text(kind: str, params: Any) -> str:
+    """The kind line of a resource box, with where it lives when not in the dataflow."""
+    if kind == "LearnerThread":
+        return f"{kind} · thread in the driver"
+    shards = getattr(params, "num_shards", None)
+    if kind == "ReplayActors" and isinstance(shards, int):
+        return f"{kind} · {shards} shard actor{'s' if shards != 1 else ''}"
+    return kind

@@ -5,7 +5,8 @@ below is imported from its module on first attribute access.
 
 Modules: ``sample_batch`` (SampleBatch), ``postprocessing`` (GAE, returns), ``seeding``,
 ``models`` (MLPs), ``policy`` (TorchPolicy), ``policies`` (make_policy), ``a2c``, ``ppo``, ``dqn``,
-``vtrace`` (V-trace), ``impala`` (IMPALAPolicy), ``appo`` (APPOPolicy),
+``vtrace`` (V-trace), ``impala`` (IMPALAPolicy), ``appo`` (APPOPolicy), ``sac`` (SACPolicy),
+``distributions`` (action distributions),
 ``env_state`` (env snapshots for checkpoints), ``rollout_worker`` (RolloutWorker),
 ``worker_set`` (WorkerSet, ResumeWarning), ``sum_tree``,
 ``replay_buffer`` (ReplayBuffer, PrioritizedReplayBuffer, make_replay_buffer).
@@ -29,6 +30,7 @@ _EXPORTS: dict[str, str] = {
     "DQNPolicy": "plangraph.rl.dqn",
     "IMPALAPolicy": "plangraph.rl.impala",
     "APPOPolicy": "plangraph.rl.appo",
+    "SACPolicy": "plangraph.rl.sac",
     "RolloutWorker": "plangraph.rl.rollout_worker",
     "WorkerSet": "plangraph.rl.worker_set",
     "ResumeWarning": "plangraph.rl.worker_set",
@@ -48,6 +50,7 @@ __all__ = [
     "ReplayBuffer",
     "ResumeWarning",
     "RolloutWorker",
+    "SACPolicy",
     "SampleBatch",
     "SumTree",
     "TorchPolicy",

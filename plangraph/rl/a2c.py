@@ -1,4 +1,4 @@
-"""Actor-critic policies: the shared categorical actor-critic and A2C.
+"""Actor-critic policies: the shared stochastic actor-critic and A2C.
 
 A2C (synchronous advantage actor-critic, Mnih et al. 2016) minimises, over a batch of
 ``B`` rows, exactly one optimizer step per train batch:
@@ -19,9 +19,15 @@ from collections.abc import Mapping
 import numpy as np
 import torch
 
+from plangraph.ops.models import MLPModel
 from plangraph.rl.advantage_norm import AdvantageNormTerms
-from plangraph.rl.models import ActorCritic
-from plangraph.rl.numpy_policy import log_softmax, sample_categorical
+from plangraph.rl.distributions import (
+    ActionDistribution,
+    DiagGaussian,
+    action_layout,
+    dist_class,
+)
+from plangraph.rl.models import ActorCritic, EncoderActorCritic, build_encoder
 from plangraph.rl.policy import Stats, TorchPolicy
 from plangraph.rl.sample_batch import SampleBatch
 
@@ -37,14 +43,42 @@ def explained_variance(pred: torch.Tensor, target: torch.Tensor) -> float:
 
 
 class ActorCriticPolicy(TorchPolicy):
-    """Categorical policy ``pi(a|s) = softmax(logits(s))`` plus a state-value head ``V(s)``."""
+    """Stochastic policy ``pi(a|s)`` plus a state-value head ``V(s)``.
 
-    model: ActorCritic
+    The action distribution follows the action space (``plangraph.rl.distributions``):
+    categorical for ``Discrete``, one categorical per component for ``MultiDiscrete``, a
+    diagonal Gaussian for a 1-D ``Box``.
+    """
 
-    def _build_model(self) -> ActorCritic:
-        return ActorCritic(
-            self.obs_dim, self.num_actions, self.config.hiddens, self.config.activation
+    model: ActorCritic | EncoderActorCritic
+
+    def _build_model(self) -> ActorCritic | EncoderActorCritic:
+        self.dist_class = dist_class(self.action_space)
+        self.action_shape, self.action_dtype, self.num_dist_inputs = action_layout(
+            self.action_space
         )
+        gaussian = dict(
+            gaussian_dim=self.action_shape[0] if self.dist_class is DiagGaussian else 0,
+            free_log_std=self.config.free_log_std,
+            log_std_init=self.config.log_std_init,
+        )
+        obs_shape = tuple(self.observation_space.shape)
+        model = self.config.resolved_model(obs_shape)
+        if isinstance(model, MLPModel) and not model.vf_share_layers:
+            return ActorCritic(
+                self.obs_dim, self.num_dist_inputs, model.hiddens, model.activation, **gaussian
+            )
+        dtype = self.observation_space.dtype
+        return EncoderActorCritic(
+            lambda: build_encoder(model, obs_shape, dtype),
+            self.num_dist_inputs,
+            model.vf_share_layers,
+            **gaussian,
+        )
+
+    def dist(self, inputs: torch.Tensor) -> ActionDistribution:
+        """The action distributions whose inputs (``model.pi(obs)``) are ``inputs``."""
+        return self.dist_class.from_inputs(inputs)
 
     def compute_actions(
         self, obs: np.ndarray, explore: bool = True
@@ -55,16 +89,16 @@ class ActorCriticPolicy(TorchPolicy):
             obs: ``[B, *obs_shape]`` observations (space dtype).
 
         Returns:
-            ``(actions int64 [B], {"action_logp": float32 [B],
-            "action_dist_inputs": float32 [B, num_actions]})``.
+            ``(actions [B, *action_shape], {"action_logp": float32 [B],
+            "action_dist_inputs": float32 [B, num_dist_inputs]})``; Box actions are the
+            unclipped Gaussian samples.
         """
         with torch.inference_mode():
             logits = self.model.pi(self.obs_tensor(obs)).cpu().numpy()
         if explore:
-            actions, logp = sample_categorical(logits, self._action_rng)
+            actions, logp = self.dist_class.sample(logits, self._action_rng)
         else:
-            actions = logits.argmax(axis=1).astype(np.int64)
-            logp = log_softmax(logits)[np.arange(actions.shape[0]), actions]
+            actions, logp = self.dist_class.mode(logits)
         return actions, {_SB.ACTION_LOGP: logp, _SB.ACTION_DIST_INPUTS: logits}
 
     def compute_values(self, obs: np.ndarray) -> np.ndarray:
@@ -88,11 +122,10 @@ class A2CPolicy(ActorCriticPolicy):
         self, t: Mapping[str, torch.Tensor]
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(logp [B], raw advantages [B], mean entropy, values [B], value targets [B])``."""
-        logits = self.model.pi(t[_SB.OBS])
-        logp_all = torch.log_softmax(logits, dim=-1)
-        logp = logp_all.gather(1, t[_SB.ACTIONS].long().unsqueeze(1)).squeeze(1)
-        entropy = -(logp_all.exp() * logp_all).sum(-1).mean()
-        values = self.model.vf(t[_SB.OBS])
+        inputs, values = self.model.pi_vf(t[_SB.OBS])
+        dist = self.dist(inputs)
+        logp = dist.logp(t[_SB.ACTIONS])
+        entropy = dist.entropy().mean()
         return logp, t[_SB.ADVANTAGES].float(), entropy, values, t[_SB.VALUE_TARGETS].float()
 
     def _loss(

@@ -41,7 +41,7 @@ import numpy as np
 import torch
 
 from plangraph.rl.impala import IMPALAPolicy, importance_ratio_stats, vf_explained_variance
-from plangraph.rl.models import ActorCritic
+from plangraph.rl.models import ActorCritic, EncoderActorCritic, soft_update
 from plangraph.rl.policy import Stats
 from plangraph.rl.sample_batch import SampleBatch
 
@@ -56,7 +56,7 @@ class APPOPolicy(IMPALAPolicy):
     and the current ``kl_coeff``.
     """
 
-    def _build_model(self) -> ActorCritic:
+    def _build_model(self) -> ActorCritic | EncoderActorCritic:
         model = super()._build_model()
         self.target_model = copy.deepcopy(model)
         for p in self.target_model.parameters():
@@ -65,9 +65,13 @@ class APPOPolicy(IMPALAPolicy):
         self._last_kl: float | None = None
         return model
 
-    def update_target(self) -> None:
-        """Copy the online network into the target network; adapt ``kl_coeff`` (module doc)."""
-        self.target_model.load_state_dict(self.model.state_dict())
+    def update_target(self, tau: float = 1.0) -> None:
+        """Copy the online network into the target network (``tau < 1``: move it that
+        fraction of the way); adapt ``kl_coeff`` (module doc)."""
+        if tau >= 1.0:
+            self.target_model.load_state_dict(self.model.state_dict())
+        else:
+            soft_update(self.target_model, self.model, tau)
         if self.config.use_kl_loss and self._last_kl is not None:
             self.update_kl(self._last_kl)
         self._last_kl = None
@@ -84,14 +88,14 @@ class APPOPolicy(IMPALAPolicy):
         self, t: Mapping[str, torch.Tensor], with_stats: bool = True
     ) -> tuple[torch.Tensor, Stats]:
         cfg = self.config
-        obs, actions = t[_SB.OBS], t[_SB.ACTIONS].long().unsqueeze(1)
-        logp_all = torch.log_softmax(self.model.pi(obs), dim=-1)
-        logp = logp_all.gather(1, actions).squeeze(1)
-        values = self.model.vf(obs)
+        obs, actions = t[_SB.OBS], t[_SB.ACTIONS]
+        inputs, values = self.model.pi_vf(obs)
+        dist = self.dist(inputs)
+        logp = dist.logp(actions)
         behaviour_logp = t[_SB.ACTION_LOGP].float()
         with torch.no_grad():
-            old_logp_all = torch.log_softmax(self.target_model.pi(obs), dim=-1)
-            old_logp = old_logp_all.gather(1, actions).squeeze(1)
+            old_dist = self.dist(self.target_model.pi(obs))
+            old_logp = old_dist.logp(actions)
             is_ratio = torch.clamp(torch.exp(behaviour_logp - old_logp), 0.0, 2.0)
         vt = self._vtrace(t, old_logp, values)
         adv = vt.pg_advantages
@@ -101,8 +105,8 @@ class APPOPolicy(IMPALAPolicy):
         )
         policy_loss = -surrogate.mean()
         vf_loss = 0.5 * torch.mean((vt.vs - values) ** 2)
-        entropy = -(logp_all.exp() * logp_all).sum(-1).mean()
-        kl = (old_logp_all.exp() * (old_logp_all - logp_all)).sum(-1).mean()
+        entropy = dist.entropy().mean()
+        kl = old_dist.kl(dist).mean()
         total = policy_loss + cfg.vf_loss_coeff * vf_loss - cfg.entropy_coeff * entropy
         if cfg.use_kl_loss:
             total = total + self.kl_coeff * kl

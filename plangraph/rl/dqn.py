@@ -17,7 +17,11 @@ for ``|x| <= delta`` and ``delta (|x| - delta / 2)`` beyond. The target network 
 of the online net refreshed by ``update_target()``.
 
 Exploration: epsilon-greedy with epsilon annealed linearly from ``epsilon_initial`` to
-``epsilon_final`` over ``epsilon_timesteps`` env steps sampled (``set_global_vars``).
+``epsilon_final`` over ``epsilon_timesteps`` env steps sampled (``set_global_vars``). With
+``per_worker_epsilon_alpha`` (Ape-X, Horgan et al. 2018, sec. 4.1) rollout worker ``i`` of
+``N`` acts with ``epsilon ** (1 + alpha * i / (N - 1))`` instead
+(``plangraph.ops.policies.per_worker_epsilon``; its ``RolloutWorker`` tells the policy
+which worker it is).
 """
 
 from __future__ import annotations
@@ -30,18 +34,19 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from plangraph.rl.models import QNetwork
-from plangraph.rl.numpy_policy import linear_epsilon
+from plangraph.ops.models import MLPModel
+from plangraph.rl.models import EncoderQNetwork, QNetwork, build_encoder, soft_update
+from plangraph.rl.numpy_policy import EpsilonExploration
 from plangraph.rl.policy import Stats, TorchPolicy
 from plangraph.rl.sample_batch import SampleBatch
 
 _SB = SampleBatch
 
 
-class DQNPolicy(TorchPolicy):
+class DQNPolicy(EpsilonExploration, TorchPolicy):
     """DQN policy: online Q-network, target Q-network, epsilon-greedy exploration."""
 
-    model: QNetwork
+    model: QNetwork | EncoderQNetwork
     loss_columns = (
         _SB.OBS,
         _SB.ACTIONS,
@@ -53,19 +58,19 @@ class DQNPolicy(TorchPolicy):
     )
     optional_loss_columns = (_SB.WEIGHTS, _SB.N_STEPS)
 
-    def _build_model(self) -> QNetwork:
-        model = QNetwork(
-            self.obs_dim, self.num_actions, self.config.hiddens, self.config.activation
-        )
+    def _build_model(self) -> QNetwork | EncoderQNetwork:
+        obs_shape = tuple(self.observation_space.shape)
+        cfg = self.config.resolved_model(obs_shape)
+        model: QNetwork | EncoderQNetwork
+        if isinstance(cfg, MLPModel):  # one network: vf_share_layers does not apply
+            model = QNetwork(self.obs_dim, self.num_actions, cfg.hiddens, cfg.activation)
+        else:
+            encoder = build_encoder(cfg, obs_shape, self.observation_space.dtype)
+            model = EncoderQNetwork(encoder, self.num_actions)
         self.target_model = copy.deepcopy(model)
         for p in self.target_model.parameters():
             p.requires_grad_(False)
         return model
-
-    @property
-    def epsilon(self) -> float:
-        """Exploration epsilon at ``global_timestep`` (env steps sampled)."""
-        return linear_epsilon(self.config, self.global_timestep)
 
     def compute_actions(
         self, obs: np.ndarray, explore: bool = True
@@ -93,9 +98,13 @@ class DQNPolicy(TorchPolicy):
         with torch.inference_mode():
             return self.model(self.obs_tensor(obs)).cpu().numpy()
 
-    def update_target(self) -> None:
-        """Copy the online network into the target network (hard update)."""
-        self.target_model.load_state_dict(self.model.state_dict())
+    def update_target(self, tau: float = 1.0) -> None:
+        """Copy the online network into the target network (``tau = 1``: hard update), or
+        move the target towards it, ``target <- (1 - tau) target + tau online``."""
+        if tau >= 1.0:
+            self.target_model.load_state_dict(self.model.state_dict())
+        else:
+            soft_update(self.target_model, self.model, tau)
 
     def _loss(
         self, t: Mapping[str, torch.Tensor], with_stats: bool = True

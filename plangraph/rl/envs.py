@@ -104,6 +104,9 @@ def env_label(env: EnvLike | None) -> str | None:
         return env
     if isinstance(env, GymEnvCreator):
         return env.id
+    base = getattr(env, "base", None)  # plangraph.rl.wrappers.WrappedEnvCreator
+    if base is not None:
+        return env_label(base)
     return str(getattr(env, "__name__", type(env).__name__))
 
 
@@ -134,6 +137,9 @@ def ship_by_value(env: Callable[..., Any]) -> str | None:
     Registration is process-wide and idempotent: later pickles of that package's objects
     (by this driver) are by value too.
     """
+    base = getattr(env, "base", None)  # plangraph.rl.wrappers.WrappedEnvCreator
+    if base is not None:
+        return None if isinstance(base, str) else ship_by_value(base)
     target: Any = env.spec.entry_point if isinstance(env, GymEnvCreator) else env
     module_name = getattr(target, "__module__", None) or type(target).__module__
     if not module_name or module_name == "__main__" or not is_local_module(module_name):

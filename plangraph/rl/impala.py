@@ -107,22 +107,20 @@ class IMPALAPolicy(ActorCriticPolicy):
         """
         t = self._tensors(batch)
         with torch.no_grad():
-            logp_all = torch.log_softmax(self.model.pi(t[_SB.OBS]), dim=-1)
-            logp = logp_all.gather(1, t[_SB.ACTIONS].long().unsqueeze(1)).squeeze(1)
-            return self._vtrace(t, logp, self.model.vf(t[_SB.OBS]))
+            inputs, values = self.model.pi_vf(t[_SB.OBS])
+            return self._vtrace(t, self.dist(inputs).logp(t[_SB.ACTIONS]), values)
 
     def _loss(
         self, t: Mapping[str, torch.Tensor], with_stats: bool = True
     ) -> tuple[torch.Tensor, Stats]:
         cfg = self.config
-        logits = self.model.pi(t[_SB.OBS])
-        logp_all = torch.log_softmax(logits, dim=-1)
-        logp = logp_all.gather(1, t[_SB.ACTIONS].long().unsqueeze(1)).squeeze(1)
-        values = self.model.vf(t[_SB.OBS])
+        inputs, values = self.model.pi_vf(t[_SB.OBS])
+        dist = self.dist(inputs)
+        logp = dist.logp(t[_SB.ACTIONS])
         vt = self._vtrace(t, logp, values)
         policy_loss = -(logp * vt.pg_advantages).mean()
         vf_loss = 0.5 * torch.mean((vt.vs - values) ** 2)
-        entropy = -(logp_all.exp() * logp_all).sum(-1).mean()
+        entropy = dist.entropy().mean()
         total = policy_loss + cfg.vf_loss_coeff * vf_loss - cfg.entropy_coeff * entropy
         if not with_stats:
             return total, {}

@@ -29,6 +29,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from plangraph.ops.models import MLPModel
 from plangraph.ops.policies import (
     A2CConfig,
     APPOConfig,
@@ -36,6 +37,7 @@ from plangraph.ops.policies import (
     IMPALAConfig,
     PolicyConfigModel,
     PPOConfig,
+    per_worker_epsilon,
 )
 
 _SUPPORTED_CONFIGS: dict[type[Any], tuple[str, ...]] = {
@@ -47,24 +49,32 @@ _SUPPORTED_CONFIGS: dict[type[Any], tuple[str, ...]] = {
 }
 """Config class -> the MLPs of its model (``plangraph.rl.models``), by weight-name prefix."""
 
-_COMMON = frozenset({"algo", "lr", "lr_schedule", "gamma", "grad_clip", "hiddens", "activation"})
+_COMMON = frozenset(
+    {"algo", "lr", "lr_schedule", "gamma", "grad_clip", "hiddens", "activation", "model"}
+)
+#: the Gaussian head's settings: no effect on a Discrete action space's network
+_GAUSSIAN = frozenset({"free_log_std", "log_std_init"})
 _VTRACE = frozenset(
     {"entropy_coeff", "vf_loss_coeff", "vtrace_clip_rho_threshold"}
     | {"vtrace_clip_pg_rho_threshold", "vtrace_clip_c_threshold"}
 )
 _KNOWN_FIELDS: dict[str, frozenset[str]] = {
-    "a2c": _COMMON | {"gae_lambda", "vf_loss_coeff", "entropy_coeff", "normalize_advantages"},
+    "a2c": _COMMON
+    | _GAUSSIAN
+    | {"gae_lambda", "vf_loss_coeff", "entropy_coeff", "normalize_advantages"},
     "ppo": _COMMON
+    | _GAUSSIAN
     | {"gae_lambda", "vf_loss_coeff", "entropy_coeff", "normalize_advantages"}
     | {"clip_param", "vf_clip_param"},
     "dqn": _COMMON
     | {"double_q", "huber_delta", "epsilon_initial", "epsilon_final", "epsilon_timesteps"}
-    | {"n_step"},
-    "impala": _COMMON | _VTRACE,
-    "appo": _COMMON | _VTRACE | {"clip_param", "kl_coeff", "kl_target", "use_kl_loss"},
+    | {"n_step", "per_worker_epsilon_alpha"},
+    "impala": _COMMON | _GAUSSIAN | _VTRACE,
+    "appo": _COMMON | _GAUSSIAN | _VTRACE | {"clip_param", "kl_coeff", "kl_target", "use_kl_loss"},
 }
-"""The fields of each config when its network was written down here: only ``hiddens`` and
-``activation`` shape it, the others are loss, schedule and exploration settings. A field
+"""The fields of each config when its network was written down here: only ``hiddens``,
+``activation`` and ``model`` (which must resolve to an MLP, see ``numpy_inference_supported``)
+shape it, the others are loss, schedule and exploration settings. A field
 added since may describe another network (a CNN, a Gaussian head), so a config with a field
 not listed samples with the torch policy (``numpy_inference_supported``)."""
 
@@ -115,7 +125,9 @@ def numpy_inference_supported(
     """Whether ``make_numpy_policy`` can sample for this config and these spaces exactly as
     the torch policy does (up to rounding): a ``Box`` observation space, a ``Discrete``
     action space, and a config of one of the five algorithms whose fields are all known
-    here (a field added since may change the network, so such a config samples with torch).
+    here (a field added since may change the network, so such a config samples with torch),
+    whose model is an MLP (``plangraph.ops.models.MLPModel``; for actor-critic policies
+    with a separate value network, ``vf_share_layers=false``).
     """
     cls = type(config)
     if cls not in _SUPPORTED_CONFIGS:
@@ -124,7 +136,12 @@ def numpy_inference_supported(
         return False
     if not isinstance(action_space, gym.spaces.Discrete):
         return False
-    return set(cls.model_fields) <= _KNOWN_FIELDS.get(config.algo, frozenset())
+    if not set(cls.model_fields) <= _KNOWN_FIELDS.get(config.algo, frozenset()):
+        return False
+    model = config.resolved_model(tuple(observation_space.shape))
+    if not isinstance(model, MLPModel):
+        return False
+    return config.algo == "dqn" or not model.vf_share_layers
 
 
 class _MLP:
@@ -167,6 +184,46 @@ class _MLP:
         return x
 
 
+class EpsilonExploration:
+    """DQN's epsilon-greedy exploration schedule, shared by ``DQNPolicy`` and its numpy
+    copy: ``linear_epsilon`` of the policy's ``global_timestep``, or with
+    ``per_worker_epsilon_alpha`` set, the Ape-X epsilon of the rollout worker the copy acts
+    for (``per_worker_epsilon``, Horgan et al. 2018 sec. 4.1). Needs ``config``
+    (``DQNConfig``) and ``global_timestep`` (env steps) on the class it is mixed into."""
+
+    config: Any
+    global_timestep: int
+
+    #: (worker, num_workers) of the rollout worker acting with this copy (Ape-X exploration)
+    exploration_worker: tuple[int, int] = (0, 1)
+
+    def set_exploration_worker(self, worker: int, num_workers: int) -> None:
+        """This copy acts for rollout worker ``worker`` (0-based) of ``num_workers``: with
+        ``per_worker_epsilon_alpha`` set, its epsilon is that worker's Ape-X epsilon.
+
+        Raises:
+            ValueError: ``worker`` outside ``[0, num_workers)``.
+        """
+        if not 0 <= worker < num_workers:
+            raise ValueError(f"worker {worker} is not one of {num_workers} rollout workers")
+        self.exploration_worker = (int(worker), int(num_workers))
+
+    @property
+    def base_epsilon(self) -> float:
+        """The annealed epsilon schedule at ``global_timestep`` (env steps sampled)."""
+        return linear_epsilon(self.config, self.global_timestep)
+
+    @property
+    def epsilon(self) -> float:
+        """Exploration epsilon at ``global_timestep``: ``base_epsilon``, or with
+        ``per_worker_epsilon_alpha`` that of this copy's rollout worker (Ape-X)."""
+        alpha = self.config.per_worker_epsilon_alpha
+        if alpha is None:
+            return self.base_epsilon
+        worker, num_workers = self.exploration_worker
+        return per_worker_epsilon(self.base_epsilon, worker, num_workers, alpha)
+
+
 class NumpyPolicy:
     """Base of the numpy sampling policies: weights, global vars and sampling state, with
     the attributes a ``RolloutWorker`` reads (``num_actions``, ``global_timestep``).
@@ -194,10 +251,11 @@ class NumpyPolicy:
         # TorchPolicy's streams: (action sampling, minibatch shuffling); the second is unused.
         act_seq, _ = np.random.SeedSequence(int(seed)).spawn(2)
         self._action_rng = np.random.default_rng(act_seq)
-        hiddens = tuple(config.hiddens)
+        model = config.resolved_model(tuple(observation_space.shape))
+        hiddens = tuple(model.hiddens)
         outs = {"pi_net": self.num_actions, "vf_net": 1, "q_net": self.num_actions}
         self._nets = {
-            prefix: _MLP(prefix, (self.obs_dim, *hiddens, outs[prefix]), config.activation)
+            prefix: _MLP(prefix, (self.obs_dim, *hiddens, outs[prefix]), model.activation)
             for prefix in _SUPPORTED_CONFIGS[type(config)]
         }
         self._weights: dict[str, np.ndarray] | None = None
@@ -287,15 +345,10 @@ class NumpyActorCriticPolicy(NumpyPolicy):
         return self._nets["vf_net"].forward(self._flat(obs))[:, 0]
 
 
-class NumpyDQNPolicy(NumpyPolicy):
+class NumpyDQNPolicy(EpsilonExploration, NumpyPolicy):
     """Epsilon-greedy Q-network of ``DQNPolicy``, forward in numpy."""
 
     config: DQNConfig
-
-    @property
-    def epsilon(self) -> float:
-        """Exploration epsilon at ``global_timestep`` (``linear_epsilon``)."""
-        return linear_epsilon(self.config, self.global_timestep)
 
     def compute_actions(
         self, obs: np.ndarray, explore: bool = True

@@ -12,6 +12,7 @@ from plangraph.rl.dqn import DQNPolicy
 from plangraph.rl.impala import IMPALAPolicy
 from plangraph.rl.policy import TorchPolicy, as_policy_config
 from plangraph.rl.ppo import PPOPolicy
+from plangraph.rl.sac import SACPolicy
 
 __all__ = ["POLICY_CLASSES", "make_policy"]
 
@@ -21,6 +22,7 @@ POLICY_CLASSES: dict[str, type[TorchPolicy]] = {
     "dqn": DQNPolicy,
     "impala": IMPALAPolicy,
     "appo": APPOPolicy,
+    "sac": SACPolicy,
 }
 """Policy class by ``PolicyConfig.algo``."""
 
@@ -32,13 +34,14 @@ def make_policy(
     seed: int = 0,
     device: str = "cpu",
 ) -> TorchPolicy:
-    """Build the policy for ``config.algo``: a2c, ppo, dqn, impala or appo (``POLICY_CLASSES``).
+    """Build the policy for ``config.algo``: a2c, ppo, dqn, impala, appo or sac
+    (``POLICY_CLASSES``).
 
     Args:
         observation_space: Box observation space.
-        action_space: Discrete action space.
+        action_space: one of the config's ``action_spaces`` (``Discrete``, ``Box``, ...).
         config: a ``PolicyConfig`` member (``A2CConfig``, ``PPOConfig``, ``DQNConfig``,
-            ``IMPALAConfig``, ``APPOConfig``) or an equivalent dict.
+            ``IMPALAConfig``, ``APPOConfig``, ``SACConfig``) or an equivalent dict.
         seed: policy seed (see ``TorchPolicy``).
         device: the learner's device, ``"auto"``, ``"cpu"`` or ``"cuda"``
             (``plangraph.rl.policy.resolve_device``).

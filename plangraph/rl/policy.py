@@ -89,7 +89,8 @@ class TorchPolicy:
 
     Args:
         observation_space: a ``gymnasium.spaces.Box`` (any dtype, any shape).
-        action_space: a ``gymnasium.spaces.Discrete``.
+        action_space: one of the config's ``action_spaces`` (``Discrete``; the
+            actor-critic policies also ``MultiDiscrete`` and 1-D ``Box``).
         config: the algorithm's config model from ``plangraph.ops.policies``.
         seed: seeds the torch initialisation (without touching torch's global RNG), action
             sampling and minibatch shuffling.
@@ -121,16 +122,19 @@ class TorchPolicy:
             raise ValueError(
                 f"{type(self).__name__} needs a Box observation space, got {observation_space}"
             )
-        if not isinstance(action_space, gym.spaces.Discrete):
+        if type(action_space).__name__ not in config.action_spaces:
             raise ValueError(
-                f"{type(self).__name__} supports Discrete action spaces only, got "
-                f"{action_space}; use an env with discrete actions (e.g. CartPole-v1)"
+                f"{type(self).__name__} acts in {' and '.join(sorted(config.action_spaces))} "
+                f"action spaces only, got {action_space}"
             )
         self.observation_space = observation_space
         self.action_space = action_space
         self.config = config
         self.obs_dim = int(np.prod(observation_space.shape))
-        self.num_actions = int(action_space.n)
+        #: number of discrete actions (0 for other action spaces)
+        self.num_actions = (
+            int(action_space.n) if isinstance(action_space, gym.spaces.Discrete) else 0
+        )
         self.global_timestep = 0
         act_seq, sgd_seq = np.random.SeedSequence(int(seed)).spawn(2)
         self._action_rng = np.random.default_rng(act_seq)
@@ -160,7 +164,8 @@ class TorchPolicy:
     def compute_actions(
         self, obs: np.ndarray, explore: bool = True
     ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        """Actions for ``obs [B, *obs_shape]``: ``(actions int64 [B], extra columns)``."""
+        """Actions for ``obs [B, *obs_shape]``: ``(actions [B, *action_shape], extra
+        columns)``; int64 for discrete actions, float32 (unclipped) for Box ones."""
         raise NotImplementedError
 
     # --- schedules --------------------------------------------------------------------

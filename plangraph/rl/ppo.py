@@ -10,7 +10,10 @@ recorded by the rollout worker) and advantages ``A_i`` (standardised per minibat
     L      =  L_clip + vf_loss_coeff * L_vf - entropy_coeff * mean_i[ H(pi(.|s_i)) ]
 
 ``train(batch, num_sgd_iter, sgd_minibatch_size)`` runs the epochs (``TorchPolicy.train``).
-Reported: ``kl`` = mean KL(pi_old || pi) from the behaviour logits ``action_dist_inputs``,
+The action distribution follows the action space (categorical, or a diagonal Gaussian
+for Box actions: ``plangraph.rl.distributions``); ``log pi`` is that of the unclipped
+action the batch holds. Reported: ``kl`` = mean KL(pi_old || pi) from the behaviour
+distribution inputs ``action_dist_inputs``,
 ``clip_frac`` = fraction of rows with ``|r - 1| > eps``.
 """
 
@@ -44,9 +47,9 @@ class PPOPolicy(ActorCriticPolicy):
         self, t: Mapping[str, torch.Tensor], with_stats: bool = True
     ) -> tuple[torch.Tensor, Stats]:
         cfg = self.config
-        logits = self.model.pi(t[_SB.OBS])
-        logp_all = torch.log_softmax(logits, dim=-1)
-        logp = logp_all.gather(1, t[_SB.ACTIONS].long().unsqueeze(1)).squeeze(1)
+        inputs, values = self.model.pi_vf(t[_SB.OBS])
+        dist = self.dist(inputs)
+        logp = dist.logp(t[_SB.ACTIONS])
         old_logp = t[_SB.ACTION_LOGP].float()
         adv = t[_SB.ADVANTAGES].float()
         if cfg.normalize_advantages:
@@ -58,7 +61,6 @@ class PPOPolicy(ActorCriticPolicy):
         )
         policy_loss = -surrogate.mean()
 
-        values = self.model.vf(t[_SB.OBS])
         targets = t[_SB.VALUE_TARGETS].float()
         vf_err = (values - targets) ** 2
         if cfg.vf_clip_param is not None:
@@ -67,13 +69,13 @@ class PPOPolicy(ActorCriticPolicy):
             vf_err = torch.max(vf_err, (clipped - targets) ** 2)
         vf_loss = vf_err.mean()
 
-        entropy = -(logp_all.exp() * logp_all).sum(-1).mean()
+        entropy = dist.entropy().mean()
         total = policy_loss + cfg.vf_loss_coeff * vf_loss - cfg.entropy_coeff * entropy
         if not with_stats:
             return total, {}
         with torch.no_grad():
-            old_logp_all = torch.log_softmax(t[_SB.ACTION_DIST_INPUTS].float(), dim=-1)
-            kl = (old_logp_all.exp() * (old_logp_all - logp_all)).sum(-1).mean()
+            old_dist = self.dist(t[_SB.ACTION_DIST_INPUTS].float())
+            kl = old_dist.kl(dist).mean()
             clip_frac = ((ratio - 1.0).abs() > cfg.clip_param).float().mean()
         return total, {
             "total_loss": total.item(),

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from plangraph.ops.resources import ReplayBufferParams
 
 _SB = SampleBatch
-_NOT_STORED = (_SB.WEIGHTS, _SB.BATCH_INDEXES)
+_NOT_STORED = (_SB.WEIGHTS, _SB.BATCH_INDEXES, _SB.REPLAY_SHARD)
 #: rows allocated before the storage first grows
 _INITIAL_ROWS = 1024
 
@@ -179,6 +179,11 @@ class ReplayBuffer:
         allocated = slots < len(self._ids)  # a slot not allocated yet holds no row
         held = self._ids[np.where(allocated, slots, 0)]
         return slots, (ids >= 0) & allocated & (held == ids)
+
+    def holds(self, batch_indexes: np.ndarray) -> np.ndarray:
+        """bool ``[k]``: True where the row with that insertion id is still stored (not
+        evicted by FIFO since it was added; negative ids are never stored)."""
+        return self._live(batch_indexes)[1]
 
     def update_priorities(self, batch_indexes: np.ndarray, td_errors: np.ndarray) -> int:
         """Uniform replay has no priorities: a no-op kept so plans can switch buffers.
@@ -348,6 +353,15 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         self._set_priorities(slots[live], priorities)
         self.max_priority = max(self.max_priority, float(priorities.max()))
         return int(live.sum())
+
+    def priorities(self, batch_indexes: np.ndarray) -> np.ndarray:
+        """float64 ``[k]``: the priority ``p_i = |td_error_i| + eps`` (or the max priority it
+        was added with) of each row still stored, NaN for rows evicted since."""
+        slots, live = self._live(batch_indexes)
+        out = np.full(live.shape, np.nan)
+        if live.any():
+            out[live] = np.power(self._sum[slots[live]], 1.0 / self.alpha)
+        return out
 
     @property
     def nbytes(self) -> int:

@@ -30,7 +30,7 @@ Postprocessing (on the worker, before flattening):
   ``next_obs`` holds the observation to bootstrap from there (the final observation at an
   episode end, the next observation at the cut); ``policy_version`` stamps every row with
   the version of the weights that acted (``set_weights(..., {"policy_version": v})``).
-* ``dqn``: ``next_obs`` (the final observation at an episode end). With ``n_step > 1``
+* ``dqn``, ``sac``: ``next_obs`` (the final observation at an episode end). With ``n_step > 1``
   each row becomes an n-step transition (``_n_step_transitions``): ``rewards`` holds the
   discounted sum of up to ``n_step`` rewards of the same episode within the fragment,
   ``next_obs``/``terminateds``/``truncateds`` are those of the last step summed and
@@ -74,6 +74,7 @@ from plangraph.rl.env_state import capture_env, restore_env
 from plangraph.rl.numpy_policy import make_numpy_policy, numpy_inference_supported
 from plangraph.rl.policy_config import as_policy_config
 from plangraph.rl.postprocessing import compute_gae, compute_n_step_returns
+from plangraph.rl.row_layout import action_row, sample_row_layout
 from plangraph.rl.sample_batch import SampleBatch
 from plangraph.rl.seeding import derive_seeds
 from plangraph.rl.worker_gradients import WorkerGradients, sample_and_compute_gradients
@@ -84,6 +85,8 @@ from plangraph.startup_trace import mark
 if TYPE_CHECKING:
     from plangraph.rl.numpy_policy import NumpyPolicy
     from plangraph.rl.policy import TorchPolicy
+
+__all__ = ["EnvSpec", "RolloutWorker", "env_creator", "make_vector_env", "sample_row_layout"]
 
 EnvSpec = str | Callable[[], gym.Env]
 """A gymnasium env id (``"CartPole-v1"``) or a zero-argument creator of a ``gym.Env``."""
@@ -125,42 +128,6 @@ def make_vector_env(env: EnvSpec, num_envs: int) -> gym.vector.SyncVectorEnv:
     )
 
 
-def sample_row_layout(
-    observation_space: gym.spaces.Box, action_space: gym.spaces.Discrete, policy_config: Any
-) -> dict[str, tuple[tuple[int, ...], np.dtype[Any]]]:
-    """Per-row shape and dtype of every column ``RolloutWorker.sample()`` returns for these
-    spaces and this policy config, without stepping an env (memory estimates before launch).
-
-    Returns:
-        ``column -> (row shape, dtype)``; e.g. ``obs -> ((4,), float32)`` for CartPole.
-
-    Raises:
-        pydantic.ValidationError: ``policy_config`` is not a valid policy config.
-    """
-    config = as_policy_config(policy_config)
-    obs = (tuple(observation_space.shape), np.dtype(observation_space.dtype))
-    i64, f32, flag = np.dtype(np.int64), np.dtype(np.float32), np.dtype(bool)
-    layout = {
-        _SB.OBS: obs,
-        _SB.ACTIONS: ((), i64),
-        _SB.REWARDS: ((), f32),
-        _SB.TERMINATEDS: ((), flag),
-        _SB.TRUNCATEDS: ((), flag),
-        _SB.EPS_ID: ((), i64),
-        _SB.T: ((), i64),
-    }
-    if config.algo == "dqn":
-        layout[_SB.NEXT_OBS] = obs
-        if config.n_step > 1:
-            layout[_SB.N_STEPS] = ((), i64)
-    else:  # actor-critic: a2c, ppo
-        layout[_SB.ACTION_LOGP] = ((), f32)
-        layout[_SB.ACTION_DIST_INPUTS] = ((int(action_space.n),), f32)
-        for col in (_SB.VF_PREDS, _SB.BOOTSTRAP_VALUES, _SB.ADVANTAGES, _SB.VALUE_TARGETS):
-            layout[col] = ((), f32)
-    return layout
-
-
 class RolloutWorker:
     """Samples postprocessed fragments; usable in-process or as a Ray actor.
 
@@ -181,6 +148,9 @@ class RolloutWorker:
             worker then never imports torch, and needs ``set_weights`` before its first
             ``sample()``. Remote workers of a ``WorkerSet`` do; the default (False) builds
             a torch policy, which a caller may also train.
+        num_workers: remote workers of the worker set this one belongs to (``worker_index``
+            ``1..num_workers``); a DQN policy with ``per_worker_epsilon_alpha`` explores
+            with this worker's Ape-X epsilon. ``None``: the only worker.
 
     Raises:
         ValueError: ``num_envs`` or ``rollout_fragment_length`` < 1, or unsupported spaces.
@@ -198,6 +168,7 @@ class RolloutWorker:
         policy: TorchPolicy | None = None,
         torch_threads: int | None = None,
         numpy_inference: bool = False,
+        num_workers: int | None = None,
     ) -> None:
         if num_envs < 1:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
@@ -234,8 +205,17 @@ class RolloutWorker:
             self.policy = make_policy(
                 self.observation_space, self.action_space, self.config, self.policy_seed
             )
+        self._exploration_worker = (
+            (self.worker_index - 1, num_workers) if num_workers and self.worker_index >= 1 else None
+        )
+        if self._exploration_worker is not None and hasattr(self.policy, "set_exploration_worker"):
+            self.policy.set_exploration_worker(*self._exploration_worker)
         self._obs_shape = tuple(self.observation_space.shape)
         self._obs_dtype = self.observation_space.dtype
+        self._action_shape, self._action_dtype = action_row(self.action_space)
+        box = isinstance(self.action_space, gym.spaces.Box)
+        self._action_low = self.action_space.low if box else None
+        self._action_high = self.action_space.high if box else None
         obs, _ = self.env.reset(seed=list(self.sub_env_seeds))
         self._obs = obs
         self._ep_return = np.zeros(self.num_envs, dtype=np.float64)
@@ -269,7 +249,7 @@ class RolloutWorker:
         policy, env = self.policy, self.env
         actor_critic = self.config.algo in _ACTOR_CRITIC
         obs_buf = np.empty((n, horizon, *self._obs_shape), dtype=self._obs_dtype)
-        act_buf = np.empty((n, horizon), dtype=np.int64)
+        act_buf = np.empty((n, horizon, *self._action_shape), dtype=self._action_dtype)
         rew_buf = np.empty((n, horizon), dtype=np.float32)
         term_buf = np.empty((n, horizon), dtype=bool)
         trunc_buf = np.empty((n, horizon), dtype=bool)
@@ -277,7 +257,7 @@ class RolloutWorker:
         t_buf = np.empty((n, horizon), dtype=np.int64)
         if actor_critic:
             logp_buf = np.empty((n, horizon), dtype=np.float32)
-            logits_buf = np.empty((n, horizon, policy.num_actions), dtype=np.float32)
+            logits_buf = np.empty((n, horizon, policy.num_dist_inputs), dtype=np.float32)
         # (t, sub-env, final observation) of every episode end in this fragment.
         finals: list[tuple[int, int, np.ndarray]] = []
         ep_returns: list[float] = []
@@ -293,6 +273,10 @@ class RolloutWorker:
             if actor_critic:
                 logp_buf[:, t] = extra[_SB.ACTION_LOGP]
                 logits_buf[:, t] = extra[_SB.ACTION_DIST_INPUTS]
+            # Box actions: the batch keeps the unclipped sample (its log-prob is the one
+            # recorded); only the env gets it clipped to the bounds.
+            if self._action_low is not None:
+                actions = np.clip(actions, self._action_low, self._action_high)
             obs, rew, term, trunc, infos = env.step(actions)
             rew_buf[:, t] = rew
             term_buf[:, t] = term
@@ -327,7 +311,7 @@ class RolloutWorker:
                 columns.update(self._segments(obs_buf, term_buf, trunc_buf, finals))
             else:
                 columns.update(self._postprocess_actor_critic(obs_buf, rew_buf, term_buf, finals))
-        elif self.config.algo == "dqn":
+        elif "replay" in self.config.capabilities:  # dqn, sac: single transitions
             columns[_SB.NEXT_OBS] = self._next_obs(obs_buf, finals)
             if self.config.n_step > 1:
                 columns.update(self._n_step_transitions(columns))
@@ -402,6 +386,8 @@ class RolloutWorker:
         state = self.policy.get_sampling_state()
         if state["weights"]:
             policy.set_sampling_state(state)
+        if self._exploration_worker is not None and hasattr(policy, "set_exploration_worker"):
+            policy.set_exploration_worker(*self._exploration_worker)
         self.policy = policy
 
     def _postprocess_actor_critic(
@@ -510,10 +496,35 @@ class RolloutWorker:
         if global_vars:
             if "policy_version" in global_vars:
                 self.policy_version = int(global_vars["policy_version"])
-            self.policy.set_global_vars(global_vars)
+            self.set_global_vars(global_vars)
 
     def set_global_vars(self, global_vars: Mapping[str, Any]) -> None:
+        """Global vars for the policy (``timestep``) and, under ``"obs_filter"``, the worker
+        set's pooled observation moments for every ``normalize_observation`` layer."""
         self.policy.set_global_vars(global_vars)
+        moments = global_vars.get("obs_filter")
+        if moments is not None:
+            for layer in self._normalizers():
+                layer.set_moments(moments["count"], moments["mean"], moments["m2"])
+
+    def _normalizers(self) -> list[Any]:
+        from plangraph.rl.wrappers import find_normalizers
+
+        return [layer for sub_env in self.env.envs for layer in find_normalizers(sub_env)]
+
+    def take_obs_filter_delta(self) -> dict[str, Any] | None:
+        """The observation moments every ``normalize_observation`` layer of this worker
+        saw since the last call, pooled (``{"count", "mean", "m2"}``, float64), and
+        cleared; None when the env has no such layer."""
+        from plangraph.rl.wrappers import merge_moments
+
+        layers = self._normalizers()
+        if not layers:
+            return None
+        pooled = layers[0].take_delta()
+        for layer in layers[1:]:
+            pooled = merge_moments(pooled, layer.take_delta())
+        return {"count": pooled[0], "mean": pooled[1], "m2": pooled[2]}
 
     # --- checkpoints ------------------------------------------------------------------
     def get_state(self, include_policy: bool = True) -> dict[str, Any]:

@@ -10,7 +10,9 @@ Standard columns (all ``[B, ...]``):
 column               dtype        meaning
 ==================== ============ ===========================================================
 ``obs``              space dtype  observation ``s_t`` ``[B, *obs_shape]``
-``actions``          int64        action ``a_t`` (Discrete) ``[B]``
+``actions``          int64        action ``a_t``: ``[B]`` (Discrete), ``[B, K]`` (MultiDiscrete)
+                     float32      ``[B, D]`` (Box): the unclipped Gaussian sample; the env
+                                  stepped with it clipped to the bounds
 ``rewards``          float32      reward ``r_t`` ``[B]``
 ``terminateds``      bool         ``s_{t+1}`` is terminal (MDP end: bootstrap with 0)
 ``truncateds``       bool         episode cut by a time limit after this step (not terminal)
@@ -21,7 +23,8 @@ column               dtype        meaning
                                   rewards and ``next_obs``/``terminateds``/``truncateds``
                                   belong to the last of them (bootstrap with ``gamma**k``)
 ``action_logp``      float32      ``log pi(a_t | s_t)`` of the behaviour policy
-``action_dist_inputs`` float32    behaviour policy logits ``[B, num_actions]``
+``action_dist_inputs`` float32    behaviour distribution inputs ``[B, num_dist_inputs]``:
+                                  logits, or a Gaussian's ``[mean, log_std]``
 ``vf_preds``         float32      ``V(s_t)`` of the behaviour policy
 ``bootstrap_values`` float32      value of ``s_{t+1}`` used in the TD error of row ``t``:
                                   0 if terminated, ``V(final obs)`` if truncated,
@@ -37,6 +40,8 @@ column               dtype        meaning
 ``t``                int64        step index of the row inside its episode (0-based)
 ``weights``          float32      importance-sampling weights (prioritized replay)
 ``batch_indexes``    int64        replay-buffer insertion ids (prioritized replay)
+``replay_shard``     int64        index of the replay shard a row was sampled from
+                                  (``ReplayActors``; ``UpdatePriorities`` reads it)
 ==================== ============ ===========================================================
 
 Completed-episode statistics ride along as metadata, not as columns: ``episode_returns``
@@ -87,6 +92,7 @@ class SampleBatch:
     T = "t"
     WEIGHTS = "weights"
     BATCH_INDEXES = "batch_indexes"
+    REPLAY_SHARD = "replay_shard"
 
     __slots__ = ("_columns", "_count", "episode_lengths", "episode_returns")
 

@@ -53,6 +53,8 @@ import warnings
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from plangraph.errors import BuildError
 from plangraph.rl.envs import resolve_env, ship_by_value
 from plangraph.rl.policy_config import as_policy_config
@@ -143,6 +145,7 @@ class WorkerSet:
         worker_resources: WorkerResources | None = None,
         placement_strategy: str | None = None,
         learner_device: str = "auto",
+        obs_filter: bool = False,
     ) -> None:
         from plangraph.ops.resources import WorkerResources
 
@@ -157,6 +160,8 @@ class WorkerSet:
         # Resolved here, in the driver where it is registered: the creator travels to
         # the workers, whose own gymnasium registries may not know the id.
         self.env = resolve_env(env)
+        #: the env normalises observations: pool their moments at every broadcast
+        self.obs_filter = bool(obs_filter)
         self.num_workers = int(num_workers)
         self.num_envs_per_worker = int(num_envs_per_worker)
         self.rollout_fragment_length = int(rollout_fragment_length)
@@ -225,7 +230,8 @@ class WorkerSet:
         **kwargs: Any,
     ) -> WorkerSet:
         """Build from a plan's validated ``WorkerSetParams`` resource; ``env`` (an id or a
-        creator) replaces ``params.env`` when given."""
+        creator, already inside the declared wrappers) replaces ``params.env`` and its
+        ``wrappers`` when given."""
         kwargs.setdefault(
             "restart_policy",
             RestartPolicy(
@@ -234,11 +240,20 @@ class WorkerSet:
                 params.worker_restart_backoff_s,
             ),
         )
+        if env is None:
+            env = params.env
+            if params.wrappers:
+                from plangraph.rl.wrappers import WrappedEnvCreator
+
+                env = WrappedEnvCreator(params.env, params.wrappers)
+        kwargs.setdefault(
+            "obs_filter", any(w.name == "normalize_observation" for w in params.wrappers)
+        )
         kwargs.setdefault("worker_resources", params.worker_resources)
         kwargs.setdefault("placement_strategy", params.placement_strategy)
         kwargs.setdefault("learner_device", params.learner.device)
         return cls(
-            params.env if env is None else env,
+            env,
             params.num_workers,
             params.num_envs_per_worker,
             params.rollout_fragment_length,
@@ -325,6 +340,7 @@ class WorkerSet:
             worker_index,
             torch_threads=1,
             numpy_inference=True,
+            num_workers=self.num_workers,
         )
         if self._batch_transforms:  # a replacement runs the same worker-side maps
             worker.set_batch_transforms.remote(self._batch_transforms)
@@ -350,12 +366,15 @@ class WorkerSet:
 
     # --- weights ----------------------------------------------------------------------
     def sync_weights(self, global_vars: Mapping[str, Any] | None = None) -> None:
-        """Broadcast the learner weights (one ``ray.put``) and global vars; no waiting."""
+        """Broadcast the learner weights (one ``ray.put``) and global vars; no waiting
+        (except with ``obs_filter``: see :meth:`sync_obs_filter`)."""
         if global_vars:
             self._global_vars.update(global_vars)
+        if self.obs_filter:
+            self.sync_obs_filter()
         if not self.remote_workers:
-            if global_vars and self.local_worker is not None:
-                self.local_worker.set_global_vars(global_vars)
+            if self.local_worker is not None and (global_vars or self.obs_filter):
+                self.local_worker.set_global_vars(self._global_vars)
             return
         import ray
 
@@ -381,6 +400,37 @@ class WorkerSet:
 
         ref = ray.put(self.local_policy.get_weights())
         worker.set_weights.remote(ref, dict(self._global_vars) or None)
+
+    def sync_obs_filter(self) -> dict[str, Any]:
+        """Pool the observation moments the workers' ``normalize_observation`` layers saw
+        since the last sync into the worker set's (``global_vars["obs_filter"]``: count,
+        mean and M2, float64), which the next broadcast hands to every worker; returns
+        them. Waits for each worker to answer (after the fragment it is sampling): one Ray
+        call per worker, made only by plans that normalise observations.
+        """
+        from plangraph.rl.wrappers import merge_moments
+
+        if self.local_worker is not None:
+            deltas = [self.local_worker.take_obs_filter_delta()]
+        else:
+            import ray
+
+            deltas = ray.get([w.take_obs_filter_delta.remote() for w in self.remote_workers])
+        pooled = self._global_vars.get("obs_filter")
+        for d in deltas:
+            if d is None:
+                continue
+            if pooled is None:
+                pooled = d
+            else:
+                count, mean, m2 = merge_moments(
+                    (pooled["count"], np.asarray(pooled["mean"]), np.asarray(pooled["m2"])),
+                    (d["count"], np.asarray(d["mean"]), np.asarray(d["m2"])),
+                )
+                pooled = {"count": count, "mean": mean, "m2": m2}
+        if pooled is not None:
+            self._global_vars["obs_filter"] = pooled
+        return pooled or {}
 
     # --- checkpoints ------------------------------------------------------------------
     def get_state(self) -> dict[str, Any]:

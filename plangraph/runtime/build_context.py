@@ -97,6 +97,30 @@ def resolve_worker_env(rid: str, env: Any) -> Any:
         ) from exc
 
 
+def _wrapped(env: Any, params: Any) -> Any:
+    """``env`` (a creator) inside worker set ``params``'s declared wrappers, if any."""
+    if not params.wrappers:
+        return env
+    from plangraph.rl.wrappers import WrappedEnvCreator
+
+    return WrappedEnvCreator(env, params.wrappers)
+
+
+def _check_spaces(rid: str, params: Any) -> None:
+    """Refuse an env (given with ``--env``) whose spaces the policy cannot act in, with
+    the compiler's PG183/PG184 message."""
+    from plangraph.compiler.env_spaces import env_spaces
+    from plangraph.compiler.semantic_checks import space_problems
+
+    spaces = env_spaces(params.env, params.wrappers)
+    if spaces is None:
+        return
+    problems = space_problems(params.policy, spaces, "the plan's policy algo")
+    if problems:
+        p = problems[0]
+        raise BuildError(f"resource {rid!r}: {p.code}: {p.message} ({p.hint})")
+
+
 @dataclass(frozen=True)
 class OperatorState:
     """The checkpoint hooks of one stateful operator (``register_operator_state``):
@@ -134,6 +158,8 @@ class BuildContext:
     run_state: RunState
     learners: dict[str, Any] = field(default_factory=dict)
     """Learner threads by resource id (``plangraph.runtime.learner_thread.LearnerThread``)."""
+    replay_actors: dict[str, Any] = field(default_factory=dict)
+    """Sharded replay by resource id (``plangraph.rl.replay_actors.ReplayActorSet``)."""
     policy_locks: dict[str, threading.RLock] = field(default_factory=dict)
     """One lock per worker set, held by whoever touches its learner policy: a learner
     thread while it trains, driver operators while they read weights or sync a target."""
@@ -169,7 +195,8 @@ class BuildContext:
         Raises:
             BuildError: the seed is not an integer in [0, 2**63 - 1], an override is
                 invalid, the env id is unknown, the replay buffers cannot fit in the
-                available memory, or a worker set asks for more than
+                available memory (replay actors: in the memory Ray reports, once Ray
+                is up; a located PG185 diagnostic), or a worker set asks for more than
                 ``MAX_WORKERS_PER_CPU`` (4) remote workers per CPU (all before Ray starts),
                 or ``address`` is unreachable (within seconds); with ``address``, the
                 worker bound is checked against the cluster's CPUs once joined.
@@ -177,7 +204,7 @@ class BuildContext:
         import ray
 
         from plangraph.rl import make_replay_buffer
-        from plangraph.runtime.memory_check import check_replay_memory
+        from plangraph.runtime.memory_check import check_replay_actor_memory, check_replay_memory
         from plangraph.runtime.ray_session import cluster_cpus, ensure_ray, local_cpus
         from plangraph.runtime.warm_start import Warmup
 
@@ -207,10 +234,13 @@ class BuildContext:
         # Each worker set's env, resolved here so that it travels to the workers (a
         # callable passed to build() replaces the plan's env id).
         envs = {
-            rid: resolve_worker_env(rid, env if callable(env) else p.env)
+            rid: _wrapped(resolve_worker_env(rid, env if callable(env) else p.env), p)
             for rid, p in params.items()
             if compiled.resources[rid].kind == "WorkerSet"
         }
+        if isinstance(env, str):  # the plan's own env was checked by the compiler
+            for rid in envs:
+                _check_spaces(rid, params[rid])
         # A buffer that can never fill is refused now, not after the workers started.
         check_replay_memory(compiled, params, envs=envs)
         # Bound the worker count by the CPUs Ray will have: before Ray starts when it is
@@ -231,8 +261,14 @@ class BuildContext:
             _check_worker_counts(params, cluster_cpus(), f"the cluster at {address}")
         from plangraph.rl import WorkerSet
 
+        # Replay actors live wherever Ray places them: checked against Ray's memory.
+        shard_memory = {
+            e.resource: e.shard_nbytes
+            for e in check_replay_actor_memory(compiled, params, envs=envs)
+        }
         worker_sets: dict[str, Any] = {}
         buffers: dict[str, Any] = {}
+        shard_sets: dict[str, Any] = {}
         # Each resource gets its own seed stream derived from the run seed.
         seeds = np.random.SeedSequence(seed).spawn(max(1, len(compiled.resources)))
         for (rid, res), ss in zip(sorted(compiled.resources.items()), seeds, strict=False):
@@ -245,6 +281,12 @@ class BuildContext:
                 )
             elif res.kind == "ReplayBuffer":
                 buffers[rid] = make_replay_buffer(p, seed=res_seed)
+            elif res.kind == "ReplayActors":
+                from plangraph.rl.replay_actors import ReplayActorSet
+
+                shard_sets[rid] = ReplayActorSet(
+                    p, seed=res_seed, name=rid, shard_memory=shard_memory.get(rid)
+                )
             elif res.kind == "LearnerThread":
                 pass  # built below, once the worker set it trains exists
             else:
@@ -259,6 +301,7 @@ class BuildContext:
             run_state=run_state if run_state is not None else RunState.for_plan(compiled),
             policy_locks={rid: threading.RLock() for rid in worker_sets},
             resource_params=params,
+            replay_actors=shard_sets,
         )
         for rid, res in sorted(compiled.resources.items()):
             if res.kind == "LearnerThread":
@@ -303,6 +346,10 @@ class BuildContext:
     def buffer(self, ref: str) -> Any:
         return self.buffers[resource_id(ref)]
 
+    def replay_actor_set(self, ref: str) -> Any:
+        """The ``ReplayActorSet`` of the ``ReplayActors`` resource ``ref`` names."""
+        return self.replay_actors[resource_id(ref)]
+
     # -- checkpoint state ------------------------------------------------------------------
 
     def register_operator_state(
@@ -329,8 +376,9 @@ class BuildContext:
         state by worker set id), ``workers`` (``WorkerSet.get_state()`` by id: every
         rollout worker's envs, partial episodes, RNGs and policy copy), ``buffers``
         (replay contents by id), ``operators`` (stateful operators' states by node id)
-        and, for async plans, ``learners`` (each learner thread's policy version). The
-        run's own state is ``run_state.get_state()``."""
+        and, for async plans, ``learners`` (each learner thread's policy version) and
+        ``replay_actors`` (every shard's buffer, by resource id). The run's own state is
+        ``run_state.get_state()``."""
         policies = {}
         for rid, ws in self.worker_sets.items():
             with self.policy_locks[rid]:  # never half an update of a running learner thread
@@ -343,6 +391,8 @@ class BuildContext:
         }
         if self.learners:
             state["learners"] = {rid: t.get_state() for rid, t in self.learners.items()}
+        if self.replay_actors:
+            state["replay_actors"] = {rid: r.get_state() for rid, r in self.replay_actors.items()}
         return state
 
     def set_state(self, state: dict[str, Any]) -> None:
@@ -366,6 +416,8 @@ class BuildContext:
             self.buffers[rid].set_state(buf_state)
         for rid, learner_state in state.get("learners", {}).items():
             self.learners[rid].set_state(learner_state)
+        for rid, shards_state in state.get("replay_actors", {}).items():
+            self.replay_actors[rid].set_state(shards_state)
         operators = state.get("operators", {})
         unknown = sorted(set(operators) - set(self.operator_states))
         if unknown:
@@ -382,3 +434,5 @@ class BuildContext:
             thread.stop()
         for ws in self.worker_sets.values():
             ws.stop()
+        for shards in self.replay_actors.values():
+            shards.stop()

@@ -38,16 +38,52 @@ class GradInfo:
 
 
 @dataclass(frozen=True)
+class ReplayPriorities:
+    """The TD errors of a trained batch replayed from ``ReplayActors``, keyed by where each
+    row came from, for ``UpdatePriorities`` (Ape-X).
+
+    Attributes:
+        shards: int64 ``[B]``, the replay shard of each row (``replay_shard``).
+        batch_indexes: int64 ``[B]``, each row's insertion id in its shard.
+        td_errors: float32 ``[B]``, ``Q(s, a) - y`` of each row after the update's loss.
+    """
+
+    shards: np.ndarray
+    batch_indexes: np.ndarray
+    td_errors: np.ndarray
+
+    @classmethod
+    def of(cls, batch: Any, stats: dict[str, Any]) -> ReplayPriorities | None:
+        """The priorities of a trained ``batch`` from its learner ``stats``; ``None`` unless
+        the batch came from a replay shard (``replay_shard``, ``batch_indexes``) and the
+        loss reported per-row ``td_error`` (DQN)."""
+        td = stats.get("td_error")
+        if td is None or "replay_shard" not in batch or "batch_indexes" not in batch:
+            return None
+        td = np.asarray(td, dtype=np.float32).reshape(-1)
+        if td.shape[0] != batch.count:
+            return None  # the stats of a minibatch, not of the whole batch
+        return cls(
+            np.asarray(batch["replay_shard"], dtype=np.int64),
+            np.asarray(batch["batch_indexes"], dtype=np.int64),
+            td,
+        )
+
+
+@dataclass(frozen=True)
 class TrainInfo:
-    """The outcome of one learner update (``TrainOneStep``, ``ApplyGradients``).
+    """The outcome of one learner update (``TrainOneStep``, ``ApplyGradients``, ``Dequeue``).
 
     Attributes:
         stats: learner stats (scalars; e.g. ``policy_loss``, ``vf_loss``, ``kl``).
         count: env steps trained on (once per batch, not once per minibatch pass).
+        replay: for a batch replayed from ``ReplayActors`` and trained by a learner thread,
+            its rows' TD errors keyed by shard and slot (``UpdatePriorities``); else None.
     """
 
     stats: dict[str, Any]
     count: int
+    replay: ReplayPriorities | None = None
 
 
 def scalar_stats(stats: dict[str, Any]) -> dict[str, float]:

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from plangraph.flow.errors import OperatorError
-from plangraph.runtime.items import scalar_stats
+from plangraph.runtime.items import ReplayPriorities, scalar_stats
 
 __all__ = ["LearnerThread", "LearnerUpdate"]
 
@@ -49,11 +49,14 @@ class LearnerUpdate:
             (mean over its rows; 0 when the batch carries no ``policy_version`` column).
         count: env steps (rows) of the batch, counted once.
         version: the learner's policy version after this update (updates so far).
+        replay: the batch's TD errors keyed by replay shard and slot, when it was replayed
+            from ``ReplayActors`` and the loss reports them (DQN; Ape-X's priorities).
     """
 
     stats: dict[str, float]
     count: int
     version: int
+    replay: ReplayPriorities | None = None
 
 
 @dataclass
@@ -177,7 +180,8 @@ class LearnerThread:
                 if slot.passes_left == 0:
                     scalars = scalar_stats(stats)
                     scalars["policy_lag"] = lag
-                    self._put(LearnerUpdate(scalars, int(slot.batch.count), version))
+                    replay = ReplayPriorities.of(slot.batch, stats)
+                    self._put(LearnerUpdate(scalars, int(slot.batch.count), version, replay))
         except BaseException as exc:  # surfaced at the driver by check()
             detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
             self._error = (detail, "".join(traceback.format_exception(exc)))

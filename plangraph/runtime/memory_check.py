@@ -1,13 +1,25 @@
-"""Refuse, before Ray starts, replay buffers that cannot fit in the machine's memory.
+"""Refuse replay that cannot fit in memory, before any actor starts.
 
-A replay buffer lives in the driver process and holds ``capacity`` rows of the batches its
-writer's worker set samples. The bytes per row follow from one env's observation and
-action spaces and the policy config (``plangraph.rl.rollout_worker.sample_row_layout``);
-``plangraph.rl.replay_buffer.replay_nbytes`` turns that into the bytes of a full buffer.
-The sum over the plan's buffers is compared with the memory available now (Linux
-``MemAvailable``), so a plan whose buffers can never fill is rejected with the estimate
-instead of failing an allocation after workers have started (buffers grow as data
-arrives, so the failure would come much later).
+A ``ReplayBuffer`` lives in the driver process and holds ``capacity`` rows of the batches
+its writer's worker set samples; a ``ReplayActors`` resource holds them in ``num_shards``
+Ray actors, each a buffer of its share (``shard_split``). The bytes per row follow from one
+env's observation and action spaces and the policy config
+(``plangraph.rl.row_layout.sample_row_layout``); ``plangraph.rl.replay_buffer.
+replay_nbytes`` turns that into the bytes of a full buffer (per shard, summed).
+
+* Driver buffers are compared with the memory available now (Linux ``MemAvailable``)
+  before Ray starts (``check_replay_memory``), so a plan whose buffers can never fill is
+  rejected with the estimate instead of failing an allocation after workers have started
+  (buffers grow as data arrives, so the failure would come much later).
+* Replay actors are compared with the memory Ray reports available (``ray.
+  available_resources()["memory"]``) once Ray is up, before the shards start
+  (``check_replay_actor_memory``); the refusal is a located PG185 diagnostic. Each shard
+  actor then reserves its estimate as Ray ``memory``, so Ray places it where it fits.
+* ``replay_memory_diagnostics`` gives the same PG185 for any replay against a given
+  amount (``plangraph validate --memory``); ``replay_memory_notes`` the lines
+  ``plangraph explain`` prints.
+
+No torch and no ray are imported here (``explain`` and ``validate`` use it).
 """
 
 from __future__ import annotations
@@ -58,7 +70,8 @@ def available_memory_bytes() -> int | None:
 
 @dataclass(frozen=True)
 class ReplayEstimate:
-    """Memory of one full replay buffer: ``nbytes`` in total, ``row_bytes`` per env step."""
+    """Memory of one full replay resource: ``nbytes`` in total, ``row_bytes`` per env step;
+    for ``ReplayActors`` also ``shard_nbytes`` (one entry per shard)."""
 
     resource: str
     capacity: int
@@ -66,58 +79,94 @@ class ReplayEstimate:
     nbytes: int
     capacity_key: str | None  # the config key that sets capacity, if it is a ${ref}
     prioritized: bool = False
+    kind: str = "ReplayBuffer"
+    shard_nbytes: tuple[int, ...] = ()
+    env: str = ""
+
+    @property
+    def what(self) -> str:
+        """``"replay buffer 'replay'"`` or ``"replay actors 'replay' (4 shards)"``."""
+        if self.kind == "ReplayActors":
+            n = len(self.shard_nbytes)
+            return f"replay actors {self.resource!r} ({n} shard{'s' if n != 1 else ''})"
+        return f"replay buffer {self.resource!r}"
 
 
 def estimate_replay_memory(
     compiled: CompiledPlan,
     params: Mapping[str, Any],
     envs: Mapping[str, Any] | None = None,
+    kinds: tuple[str, ...] = ("ReplayBuffer", "ReplayActors"),
 ) -> list[ReplayEstimate]:
-    """One estimate per ``ReplayBuffer`` resource that some worker set writes to.
+    """One estimate per replay resource (``ReplayBuffer``, ``ReplayActors``) that some
+    worker set writes to.
 
     Creates (and closes) one env per distinct env of those worker sets, in-process.
 
     Args:
         compiled: the plan.
         params: validated resource params by resource id (overrides applied).
-        envs: env creators by worker set id (``resolve_worker_env``); default: each
-            worker set's ``env`` id.
+        envs: env creators by worker set id (``resolve_worker_env``, inside the declared
+            wrappers); default: each worker set's ``env`` id inside its ``wrappers``.
+        kinds: the replay kinds to estimate.
+
+    Raises:
+        gymnasium.error.Error, ImportError: an env cannot be made.
     """
+    from plangraph.ops.resources import shard_split
     from plangraph.rl.replay_buffer import replay_nbytes
-    from plangraph.rl.rollout_worker import env_creator, sample_row_layout
+    from plangraph.rl.row_layout import env_spaces, sample_row_layout
 
     spaces: dict[Any, tuple[Any, Any]] = {}
     out = []
     for rid, res in sorted(compiled.resources.items()):
-        if res.kind != "ReplayBuffer":
+        if res.kind not in kinds:
             continue
         feeders = sorted(
-            {ws for w in res.writers for ws in compiled.nodes[w].fed_by.get("WorkerSet", ())}
+            {
+                ws
+                for w in res.writers
+                if w in compiled.nodes
+                for ws in compiled.nodes[w].fed_by.get("WorkerSet", ())
+            }
         )
         if not feeders:
             continue
         ws_params = params[feeders[0]]
-        env_spec = (envs or {}).get(feeders[0], ws_params.env)
-        key = id(env_spec) if callable(env_spec) else env_spec
-        if key not in spaces:
-            env = env_creator(env_spec)()
-            try:
-                spaces[key] = (env.observation_space, env.action_space)
-            finally:
-                env.close()
-        layout = sample_row_layout(*spaces[key], ws_params.policy)
+        env_spec = (envs or {}).get(feeders[0])
+        if env_spec is None:
+            env_spec = ws_params.env
+            if ws_params.wrappers:  # the replay rows hold what the wrappers return
+                from plangraph.rl.wrappers import WrappedEnvCreator
+
+                env_spec = WrappedEnvCreator(ws_params.env, ws_params.wrappers)
+        env_key = id(env_spec) if callable(env_spec) else env_spec
+        if env_key not in spaces:
+            spaces[env_key] = env_spaces(env_spec)
+        layout = sample_row_layout(*spaces[env_key], ws_params.policy)
         p = params[rid]
         row = replay_nbytes(1, layout)
         raw = compiled.plan.resources[rid].params.get("capacity")
-        ref = re.fullmatch(r"\$\{(\w+)\}", raw) if isinstance(raw, str) else None
+        key = re.fullmatch(r"\$\{(\w+)\}", raw) if isinstance(raw, str) else None
+        if res.kind == "ReplayActors":
+            shards = tuple(
+                replay_nbytes(c, layout, p.prioritized)
+                for c in shard_split(p.capacity, p.num_shards)
+            )
+            nbytes = sum(shards)
+        else:
+            shards, nbytes = (), replay_nbytes(p.capacity, layout, p.prioritized)
         out.append(
             ReplayEstimate(
                 resource=rid,
                 capacity=p.capacity,
                 row_bytes=row,
-                nbytes=replay_nbytes(p.capacity, layout, p.prioritized),
-                capacity_key=ref.group(1) if ref else None,
+                nbytes=nbytes,
+                capacity_key=key.group(1) if key else None,
                 prioritized=p.prioritized,
+                kind=res.kind,
+                shard_nbytes=shards,
+                env=str(ws_params.env),
             )
         )
     return out
@@ -130,8 +179,9 @@ def check_replay_memory(
     *,
     envs: Mapping[str, Any] | None = None,
 ) -> list[ReplayEstimate]:
-    """Raise unless the plan's full replay buffers fit in ``available`` bytes (default:
-    ``available_memory_bytes()``; unknown memory skips the check).
+    """Raise unless the plan's full driver-side replay buffers (``ReplayBuffer``) fit in
+    ``available`` bytes (default: ``available_memory_bytes()``; unknown memory skips the
+    check). Replay actors are checked against Ray's memory: ``check_replay_actor_memory``.
 
     Returns:
         the estimates (for a caller that reports them).
@@ -140,7 +190,7 @@ def check_replay_memory(
         BuildError: the buffers together need more than the available memory; the message
             gives each estimate in binary units and the largest capacity that would fit.
     """
-    estimates = estimate_replay_memory(compiled, params, envs)
+    estimates = estimate_replay_memory(compiled, params, envs, kinds=("ReplayBuffer",))
     if available is None:
         available = available_memory_bytes()
     total = sum(e.nbytes for e in estimates)
@@ -163,3 +213,115 @@ def check_replay_memory(
     raise BuildError(
         f"{needs}, but only {format_bytes(available)} of memory is available: {'; '.join(hints)}"
     )
+
+
+def _fit_hint(e: ReplayEstimate, available: int) -> str:
+    how = f"--set {e.capacity_key}=N" if e.capacity_key else f"resource {e.resource!r}"
+    # PER trees: 32 bytes per leaf, up to 64 per env step with power-of-two leaves.
+    per_step = e.row_bytes + (64 if e.prioritized else 0)
+    return f"lower the capacity ({how}): about {available // per_step:,} env steps fit"
+
+
+def replay_memory_diagnostics(
+    compiled: CompiledPlan,
+    estimates: list[ReplayEstimate],
+    available: int,
+    where: str,
+) -> list[Any]:
+    """PG185 diagnostics when the ``estimates`` together need more than ``available``
+    bytes (``where``: who reports that memory, for the message); one per resource, located
+    at its ``capacity``; ``[]`` when they fit."""
+    from plangraph.compiler.diagnostics import Diagnostic
+
+    total = sum(e.nbytes for e in estimates)
+    if total <= available:
+        return []
+    out = []
+    for e in estimates:
+        per_shard = ""
+        if e.shard_nbytes:
+            per_shard = f", {format_bytes(max(e.shard_nbytes))} per shard x {len(e.shard_nbytes)}"
+        others = (
+            f" ({format_bytes(total)} with the plan's other replay)" if len(estimates) > 1 else ""
+        )
+        share = available * e.nbytes // total
+        out.append(
+            Diagnostic(
+                "PG185",
+                f"{e.what} of capacity {e.capacity:,} env steps needs about "
+                f"{format_bytes(e.nbytes)} when full ({e.row_bytes} bytes per env step of "
+                f"{e.env}{per_shard}){others}, but {where} only {format_bytes(available)}",
+                node=None,
+                pointer=f"/resources/{e.resource}/params/capacity",
+                location=compiled.resources[e.resource].location,
+                hint=f"{_fit_hint(e, share)}; or run where more memory is free",
+            )
+        )
+    return out
+
+
+def ray_available_memory() -> int | None:
+    """Bytes of ``memory`` Ray reports available now (all nodes), or ``None``."""
+    import ray
+
+    memory = ray.available_resources().get("memory")
+    return int(memory) if memory is not None else None
+
+
+def check_replay_actor_memory(
+    compiled: CompiledPlan,
+    params: Mapping[str, Any],
+    available: int | None = None,
+    *,
+    envs: Mapping[str, Any] | None = None,
+) -> list[ReplayEstimate]:
+    """Raise unless the plan's replay actors fit in the memory Ray reports available
+    (``available`` bytes if given; call with Ray running). Returns their estimates.
+
+    Raises:
+        BuildError: they do not fit; the message is the located PG185 diagnostic(s) with
+            the estimate and the memory Ray reports.
+    """
+    estimates = estimate_replay_memory(compiled, params, envs, kinds=("ReplayActors",))
+    if not estimates:
+        return estimates
+    if available is None:
+        available = ray_available_memory()
+    if available is None:
+        return estimates
+    problems = replay_memory_diagnostics(compiled, estimates, available, "Ray reports")
+    if problems:
+        raise BuildError("\n".join(d.format() for d in problems))
+    return estimates
+
+
+def replay_memory_notes(compiled: CompiledPlan, params: Mapping[str, Any]) -> dict[str, list[str]]:
+    """What ``plangraph explain`` prints under each replay resource: its estimated memory
+    when full, per shard and in total (deterministic: the memory available is checked at
+    build, not printed); a line saying why when it cannot be estimated (the env cannot be
+    made here)."""
+    replay = [rid for rid, r in compiled.resources.items() if r.kind in _REPLAY_KINDS]
+    if not replay:
+        return {}
+    try:
+        estimates = estimate_replay_memory(compiled, params)
+    except Exception as exc:  # an env that cannot be made here: say so, never crash
+        why = f"{type(exc).__name__}: {exc}".splitlines()[0]
+        return {
+            rid: [f"memory: not estimated (the env cannot be made here: {why})"] for rid in replay
+        }
+    out: dict[str, list[str]] = {}
+    for e in estimates:
+        head = f"memory when full (from {e.env}'s spaces): {e.row_bytes} bytes per env step,"
+        if e.shard_nbytes:
+            per = " or ".join(format_bytes(b) for b in sorted(set(e.shard_nbytes)))
+            body = f"{per} per shard, {format_bytes(e.nbytes)} in total"
+            check = "the memory Ray reports available"
+        else:
+            body = f"{format_bytes(e.nbytes)} in total"
+            check = "the memory available in the driver's machine"
+        out[e.resource] = [head, f"  {body};", f"  checked at build against {check}"]
+    return out
+
+
+_REPLAY_KINDS = ("ReplayBuffer", "ReplayActors")

@@ -1,9 +1,12 @@
-"""Per-iteration result logs of a run directory: ``result.jsonl`` and TensorBoard events.
+"""Per-iteration result logs of a run directory: ``result.jsonl``, ``progress.csv``,
+TensorBoard events and any extra loggers (MLflow, W&B: ``plangraph.runtime.loggers``).
 
 Layout of a run directory (``plangraph run --out DIR``)::
 
     DIR/result.jsonl            one JSON object per training iteration (sorted keys)
-    DIR/events.out.tfevents.*   TensorBoard scalars (every numeric leaf, ``/``-joined keys)
+    DIR/progress.csv            the same rows, one column per ``/``-joined key
+    DIR/events.out.tfevents.*   TensorBoard scalars, tagged ``rollout/``, ``learner/``,
+                                ``time/``, ``eval/``, ``counters/`` (``metric_tags``)
     DIR/plan.json, plan.dot     the plan as compiled (a valid plan file) and drawn (plan.svg)
     DIR/checkpoints/iter_000010 checkpoints (see ``Algorithm.save``)
     DIR/profile.json            where the time went, per node and phase (``ir.profile``)
@@ -13,9 +16,12 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
+
+from plangraph.runtime.metric_tags import metric_tags
+from plangraph.runtime.progress_csv import ProgressCsv
 
 if TYPE_CHECKING:
     from plangraph.runtime.result import Result
@@ -48,16 +54,39 @@ def flatten_scalars(result: Mapping[str, Any], prefix: str = "") -> Iterator[tup
             yield name, float(value)
 
 
+class MetricLogger(Protocol):
+    """An extra destination of each iteration's metrics (``plangraph.runtime.loggers``)."""
+
+    def log(self, tags: Mapping[str, float], step: int) -> None:
+        """Record ``tags`` (``metric_tags`` names) at ``step`` (env steps sampled)."""
+
+    def close(self) -> None: ...
+
+
+def result_step(result: Mapping[str, Any]) -> int:
+    """The x axis of every logger: env steps sampled (the iteration before any)."""
+    return int(result.get("num_env_steps_sampled", result.get("iteration", 0)))
+
+
 class RunLog:
-    """Appends each iteration's result to ``result.jsonl`` and to TensorBoard event files.
+    """Appends each iteration's result to ``result.jsonl``, ``progress.csv``, TensorBoard
+    event files and ``loggers``; ``close`` closes them all.
 
     Re-opening a run directory (``--resume``) appends; earlier lines are kept.
     """
 
-    def __init__(self, run_dir: Path, *, tensorboard: bool = True) -> None:
+    def __init__(
+        self,
+        run_dir: Path,
+        *,
+        tensorboard: bool = True,
+        loggers: Sequence[MetricLogger] = (),
+    ) -> None:
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self._jsonl = (self.run_dir / "result.jsonl").open("a", encoding="utf-8")
+        self._csv = ProgressCsv(self.run_dir)
+        self._loggers = list(loggers)
         self._tb = None
         if tensorboard:
             # torch's writer is the de-facto standard; imported here so that logging
@@ -67,20 +96,29 @@ class RunLog:
             self._tb = SummaryWriter(log_dir=str(self.run_dir))
 
     def write(self, result: Result) -> None:
-        """Append ``result`` as one JSON line and its numeric leaves as TensorBoard scalars
-        at step ``num_env_steps_sampled`` (env steps)."""
+        """Append ``result`` as one JSON line and one CSV row, and its numeric leaves under
+        their ``metric_tags`` names to TensorBoard and each logger at step
+        ``num_env_steps_sampled`` (env steps)."""
         self._jsonl.write(json.dumps(_jsonable(result), sort_keys=True) + "\n")
         self._jsonl.flush()
+        self._csv.write(result)
+        if self._tb is None and not self._loggers:
+            return
+        step, tags = result_step(result), metric_tags(result)
         if self._tb is not None:
-            step = int(result.get("num_env_steps_sampled", result.get("iteration", 0)))
-            for name, value in flatten_scalars(result):
+            for name, value in tags.items():
                 self._tb.add_scalar(name, value, global_step=step)
             self._tb.flush()
+        for logger in self._loggers:
+            logger.log(tags, step)
 
     def close(self) -> None:
         self._jsonl.close()
+        self._csv.close()
         if self._tb is not None:
             self._tb.close()
+        for logger in self._loggers:
+            logger.close()
 
     def __enter__(self) -> RunLog:
         return self

@@ -9,7 +9,7 @@ from __future__ import annotations
 import signal
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from plangraph.runtime.profile_log import write_profile
 from plangraph.runtime.retention import Retention
-from plangraph.runtime.run_log import RunLog
+from plangraph.runtime.run_log import MetricLogger, RunLog
 from plangraph.runtime.stopping import StopCriteria, lookup
 from plangraph.runtime.training_loop import TrainingLoop
 
@@ -108,10 +108,12 @@ def train_until(
     max_iterations: int | None = None,
     console: Console | None = None,
     retention: Retention | None = None,
+    loggers: Sequence[MetricLogger] = (),
 ) -> RunSummary:
     """Call ``algo.train()`` until ``stop`` is met (or ``max_iterations``, or Ctrl-C).
 
-    Each result goes to ``run_dir/result.jsonl`` and TensorBoard; a checkpoint (and
+    Each result goes to ``run_dir/result.jsonl``, ``progress.csv``, TensorBoard and
+    ``loggers`` (closed when the run ends); a checkpoint (and
     ``profile.json``, where the time went) is written every ``checkpoint_every``
     iterations (0 disables periodic ones) and always at the end,
     including after Ctrl-C (the first one finishes the current iteration; a second one
@@ -153,6 +155,7 @@ def train_until(
             progress=progress,
             started=started,
             retention=retention,
+            loggers=loggers,
         )
 
 
@@ -169,6 +172,7 @@ def _train_until(
     progress: Any,
     started: float,
     retention: Retention | None,
+    loggers: Sequence[MetricLogger] = (),
 ) -> RunSummary:
     """``train_until``'s loop, called with Ctrl-C ignored outside ``_graceful_sigint``."""
     last_saved = -1
@@ -183,7 +187,7 @@ def _train_until(
         return path
 
     with (
-        RunLog(run_dir, tensorboard=tensorboard) as log,
+        RunLog(run_dir, tensorboard=tensorboard, loggers=loggers) as log,
         progress,
         _graceful_sigint(console) as stop_requested,
     ):

@@ -1,9 +1,15 @@
 """Built-in replay operators: write to and read from a replay buffer resource.
 
+A ``ReplayBuffer`` lives in the driver (``LocalReplay`` samples it); ``ReplayActors`` are
+Ray actors holding one buffer shard each (Ape-X: ``ParallelReplay`` samples them
+asynchronously, ``UpdatePriorities`` sends the learner's TD errors back).
+
 Implementations: ``plangraph/runtime/ops/replay.py``.
 """
 
 from __future__ import annotations
+
+from typing import Literal
 
 from pydantic import Field
 
@@ -11,13 +17,40 @@ from plangraph.ops.builtin._shared import ResourceRef
 from plangraph.ops.declare import register_op
 from plangraph.ops.registry import OpParams
 
-__all__ = ["LocalReplay", "LocalReplayParams", "StoreToReplay", "StoreToReplayParams"]
+__all__ = [
+    "LocalReplay",
+    "LocalReplayParams",
+    "ParallelReplay",
+    "ParallelReplayParams",
+    "StoreToReplay",
+    "StoreToReplayParams",
+    "UpdatePriorities",
+    "UpdatePrioritiesParams",
+]
 
 
 class StoreToReplayParams(OpParams):
-    """Add each batch to a replay buffer resource and pass it through unchanged."""
+    """Add each batch to a replay buffer resource and pass it through unchanged.
 
-    buffer: ResourceRef = Field(description='The ReplayBuffer resource to write, "@id".')
+    A ``ReplayBuffer`` (in the driver) stores every batch. ``ReplayActors`` get each batch
+    on one shard (``shard``: round robin over the shards, or by the rollout worker that
+    sampled it), as an object ref: the shard actor reads the batch from the object store,
+    so the driver neither serialises nor sends its rows again (it passes the ref the
+    rollout worker returned; a batch made in the driver is put once). Adds the batch's env
+    steps to counter ``num_env_steps_stored`` (``ReplayActors`` only).
+    """
+
+    buffer: ResourceRef = Field(
+        description='The ReplayBuffer or ReplayActors resource to write, "@id".'
+    )
+    shard: Literal["round_robin", "by_worker"] = Field(
+        "round_robin",
+        description=(
+            "ReplayActors only: which shard a batch goes to: round_robin over the shards, "
+            "or by_worker (each rollout worker's batches to one shard, assigned round robin "
+            "as workers are first seen)."
+        ),
+    )
 
 
 StoreToReplay = register_op(
@@ -27,7 +60,7 @@ StoreToReplay = register_op(
     inputs=["SampleBatch"],
     output="SampleBatch",
     params=StoreToReplayParams,
-    resources={"buffer": ("ReplayBuffer", "write")},
+    resources={"buffer": (("ReplayBuffer", "ReplayActors"), "write")},
     builtin=True,
 )
 
@@ -51,5 +84,65 @@ LocalReplay = register_op(
     output="SampleBatch",
     params=LocalReplayParams,
     resources={"buffer": ("ReplayBuffer", "read")},
+    builtin=True,
+)
+
+
+class ParallelReplayParams(OpParams):
+    """Replay batches from the shards of a ``ReplayActors`` resource, asynchronously (Ape-X's
+    ``Replay(actors=replay_actors, num_async=4)``).
+
+    Keeps ``num_async`` sample requests in flight per shard and yields each batch of
+    ``batch_size`` env steps as it arrives, in completion order. A shard is asked only once
+    it holds its share of ``learning_starts`` (not-ready until some shard does, so a
+    ``Concurrently`` moves on to the branch that stores rollouts). Each batch is tagged:
+    ``replay_shard`` (int64 ``[B]``, the shard index) and ``batch_indexes`` (int64 ``[B]``,
+    the rows' insertion ids in that shard: slot = id % shard capacity), plus IS ``weights``
+    for prioritized shards, so ``UpdatePriorities`` can send TD errors back. Adds env steps
+    to counter ``num_env_steps_replayed``. A dead shard is replaced (empty) or stops the run
+    as its resource says (``max_shard_restarts``).
+    """
+
+    buffer: ResourceRef = Field(description='The ReplayActors resource to read, "@id".')
+    batch_size: int = Field(ge=1, description="Env steps per replayed batch.")
+    num_async: int = Field(4, ge=1, description="Sample requests in flight per shard.")
+
+
+ParallelReplay = register_op(
+    "ParallelReplay",
+    category="replay",
+    apply="source",
+    output="SampleBatch",
+    params=ParallelReplayParams,
+    resources={"buffer": ("ReplayActors", "read")},
+    builtin=True,
+)
+
+
+class UpdatePrioritiesParams(OpParams):
+    """Send the learner's TD errors back to the replay shards as new priorities, and pass
+    the ``TrainInfo`` through (Ape-X's ``update_prio_and_stats``).
+
+    The rows of a trained batch go back to the shard named by their ``replay_shard`` tag
+    and to the slot named by their ``batch_indexes`` (priority ``|td_error| + eps``,
+    Schaul et al. 2016). A slot overwritten since it was sampled (FIFO eviction), or a row
+    of a shard replaced since, is left alone: the shard compares insertion ids. One
+    fire-and-forget call per shard per item; counters ``num_priorities_sent`` and, as the
+    shards reply, ``num_priorities_applied`` and ``num_priorities_stale`` (rows). Items
+    without TD errors (a uniform policy loss, a batch not from ``ParallelReplay``) pass
+    untouched.
+    """
+
+    buffer: ResourceRef = Field(description='The ReplayActors resource to update, "@id".')
+
+
+UpdatePriorities = register_op(
+    "UpdatePriorities",
+    category="replay",
+    apply="for_each",
+    inputs=["TrainInfo"],
+    output="TrainInfo",
+    params=UpdatePrioritiesParams,
+    resources={"buffer": ("ReplayActors", "write")},
     builtin=True,
 )

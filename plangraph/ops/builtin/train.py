@@ -163,15 +163,26 @@ ApplyGradients = register_op(
 class UpdateTargetParams(OpParams):
     """Sync the target network (DQN, APPO) with the online network every ``freq`` env steps.
 
-    Fires each time the chosen counter (``num_env_steps_sampled`` or
-    ``num_env_steps_trained``) passes a multiple of ``freq``; ``freq == 0`` syncs after
-    every item. Counts syncs in ``num_target_updates``. Passes its input through.
+    SAC's target critics are synced the same way. Fires each time the chosen counter
+    (``num_env_steps_sampled`` or ``num_env_steps_trained``) passes a multiple of ``freq``;
+    ``freq == 0`` syncs after every item that saw progress. ``tau == 1`` copies the online
+    network (a hard update, as DQN); ``tau < 1`` moves the target towards it,
+    ``target <- (1 - tau) target + tau online`` (Polyak averaging, as SAC with ``freq = 0``
+    and ``unit = "trained"``: after every train step). Counts syncs in
+    ``num_target_updates``. Passes its input through.
     """
 
     workers: ResourceRef = workers_field()
     freq: int = Field(500, ge=0, description="Env steps between target-network syncs.")
     unit: Literal["sampled", "trained"] = Field(
         "sampled", description="Which env-step counter `freq` is measured in."
+    )
+    tau: float = Field(
+        1.0,
+        gt=0.0,
+        le=1.0,
+        description="Fraction of the way the target moves to the online network at each "
+        "sync: 1 = copy (hard update), e.g. 0.005 = Polyak averaging (SAC).",
     )
 
 

@@ -1,19 +1,48 @@
-"""Implementations of the built-in replay operators (``plangraph/ops/builtin/replay.py``)."""
+"""Implementations of the built-in replay operators (``plangraph/ops/builtin/replay.py``).
+
+``LocalReplay`` samples a driver-side ``ReplayBuffer``; ``ParallelReplay`` and
+``UpdatePriorities`` talk to the shard actors of a ``ReplayActors`` resource
+(``plangraph.rl.replay_actors.ReplayActorSet``), and ``StoreToReplay`` writes either.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import numpy as np
+
+from plangraph.flow.errors import OperatorError
 from plangraph.flow.local import LocalIterator
-from plangraph.flow.sentinel import NOT_READY
+from plangraph.flow.metrics import get_metrics
+from plangraph.flow.sentinel import NOT_READY, note_local_wait, note_pending
 from plangraph.flow.watchdog import note_waiting
 from plangraph.runtime.build_context import BuildContext, resource_id
+from plangraph.runtime.counters import (
+    PRIORITIES_APPLIED,
+    PRIORITIES_SENT,
+    PRIORITIES_STALE,
+    REPLAYED,
+    SHARD_RESTARTS,
+    STORED,
+)
 from plangraph.runtime.implementations import register_lowering, register_map
+
+_MAX_PRIORITY_REPLIES = 256
+"""Priority updates awaiting a shard's reply before ``UpdatePriorities`` waits for one."""
+
+
+def _count_restarts(shards: Any, before: int) -> None:
+    """Add the shards replaced since ``before`` to counter ``num_replay_shard_restarts``
+    (an increment, so the counter stays monotone across a resumed run)."""
+    if shards.num_restarts > before:
+        get_metrics().counters[SHARD_RESTARTS] += shards.num_restarts - before
 
 
 @register_map("StoreToReplay")
 def _store_to_replay(node: Any, ctx: BuildContext) -> Callable[[Any], Any]:
+    if ctx.compiled.resources[resource_id(node.params.buffer)].kind == "ReplayActors":
+        return _store_to_replay_actors(node, ctx)
     buffer = ctx.buffer(node.params.buffer)
 
     def store(batch: Any) -> Any:
@@ -57,3 +86,143 @@ def _local_replay(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalItera
                 yield buffer.sample(p.batch_size)
 
     return LocalIterator(base, name=node.id)
+
+
+def _store_to_replay_actors(node: Any, ctx: BuildContext) -> Callable[[Any], Any]:
+    p = node.params
+    shards = ctx.replay_actor_set(p.buffer)
+    by_worker = p.shard == "by_worker"
+
+    def store(batch: Any) -> Any:
+        metrics = get_metrics()
+        count = batch.env_steps()
+        if count == 0:
+            return batch
+        shard = shards.shard_for(metrics.current_actor if by_worker else None)
+        # The object ref the rollout worker's result came in, when this is that very
+        # batch: the shard reads it from the object store, the driver sends nothing again.
+        held = metrics.current_ref
+        payload = held[0] if held is not None and held[1] is batch else batch
+        before = shards.num_restarts
+        shards.add(shard, payload, count, node.id)
+        _count_restarts(shards, before)
+        metrics.counters[STORED] += count
+        return batch
+
+    return store
+
+
+@register_lowering("ParallelReplay")
+def _parallel_replay(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIterator[Any]:
+    import ray
+    from ray.exceptions import RayActorError, RayError
+
+    p = node.params
+    rid = resource_id(p.buffer)
+    shards = ctx.replay_actor_set(p.buffer)
+
+    def why() -> str:
+        # Only evaluated when the sink's idle watchdog fires.
+        held = ", ".join(
+            f"shard {k}: {shards.stored[k]:,} of {max(1, shards.learning_starts[k]):,}"
+            for k in range(shards.num_shards)
+        )
+        return (
+            f"ParallelReplay: no shard of {rid!r} holds its share of learning_starts yet "
+            f"(env steps sent: {held}; is its writer, StoreToReplay, driven and fed?)"
+        )
+
+    def base(timeout: float | None) -> Iterator[Any]:
+        pending: dict[Any, tuple[int, Any]] = {}  # request -> (shard, the actor asked)
+        while True:
+            for k in range(shards.num_shards):
+                if not shards.ready(k):
+                    continue
+                actor = shards.shards[k]
+                asked = sum(1 for kk, a in pending.values() if kk == k and a is actor)
+                for _ in range(p.num_async - asked):
+                    pending[actor.replay.remote(p.batch_size)] = (k, actor)
+            if not pending:
+                note_waiting(node.id, why)
+                note_local_wait()
+                yield NOT_READY
+                continue
+            refs = list(pending)
+            ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
+            if not ready and timeout != 0:
+                ready, _ = ray.wait(refs, num_returns=1, timeout=timeout)
+            if not ready:
+                note_pending(refs)
+                yield NOT_READY
+                continue
+            in_ready = set(ready)
+            batches = []
+            for ref in [r for r in refs if r in in_ready]:  # submission order
+                shard, actor = pending.pop(ref)
+                try:
+                    batch = ray.get(ref)
+                except RayActorError as exc:
+                    before = shards.num_restarts
+                    shards.replace_dead_shard(shard, actor, exc, node.id)
+                    _count_restarts(shards, before)
+                    continue
+                except RayError as exc:
+                    raise OperatorError.from_exception(
+                        node.id, exc, f"replay shard {shard}"
+                    ) from exc
+                if batch is None:  # an add was lost: ask again after the next one
+                    shards.not_ready_after(shard)
+                    continue
+                batches.append(batch)
+            for batch in batches:
+                get_metrics().counters[REPLAYED] += batch.env_steps()
+                yield batch
+
+    return LocalIterator(base, name=node.id)
+
+
+@register_map("UpdatePriorities")
+def _update_priorities(node: Any, ctx: BuildContext) -> Callable[[Any], Any]:
+    import ray
+    from ray.exceptions import RayError
+
+    shards = ctx.replay_actor_set(node.params.buffer)
+    replies: list[Any] = []  # object refs of [applied, stale], oldest first
+
+    def collect(block: bool) -> None:
+        if not replies:
+            return
+        if block:  # bounded: wait for the oldest reply
+            ray.wait(replies[:1], num_returns=1)
+        done, _ = ray.wait(replies, num_returns=len(replies), timeout=0)
+        finished = set(done)
+        counters = get_metrics().counters
+        for ref in done:
+            try:
+                applied, stale = ray.get(ref)
+            except RayError:
+                continue  # the shard died: ParallelReplay reports and replaces it
+            counters[PRIORITIES_APPLIED] += applied
+            counters[PRIORITIES_STALE] += stale
+        replies[:] = [r for r in replies if r not in finished]
+
+    def update(info: Any) -> Any:
+        collect(block=len(replies) >= _MAX_PRIORITY_REPLIES)
+        keys = info.replay
+        if keys is None:
+            return info
+        for shard in np.unique(keys.shards):
+            k = int(shard)
+            if not 0 <= k < shards.num_shards:
+                raise ValueError(
+                    f"a trained batch names replay shard {k}, but {shards.name!r} has "
+                    f"{shards.num_shards}; was it replayed from another ReplayActors resource?"
+                )
+            rows = keys.shards == shard
+            replies.append(
+                shards.update_priorities(k, keys.batch_indexes[rows], keys.td_errors[rows])
+            )
+        get_metrics().counters[PRIORITIES_SENT] += int(keys.td_errors.shape[0])
+        return info
+
+    return update

@@ -21,7 +21,7 @@ from plangraph.runtime.counters import (
     WEIGHT_SYNCS,
 )
 from plangraph.runtime.implementations import register_lowering, register_map
-from plangraph.runtime.items import GradInfo, TrainInfo, scalar_stats
+from plangraph.runtime.items import GradInfo, ReplayPriorities, TrainInfo, scalar_stats
 from plangraph.startup_trace import mark
 
 
@@ -50,6 +50,7 @@ def _train_one_step(node: Any, ctx: BuildContext) -> Callable[[Any], Any]:
         policy.set_global_vars(ctx.run_state.global_vars())
         with phase("learning"):
             stats = dict(policy.train(batch, p.num_sgd_iter, p.sgd_minibatch_size))
+        replay = ReplayPriorities.of(batch, stats)  # rows from ReplayActors: UpdatePriorities
         td_error = stats.pop("td_error", None)
         if td_error is not None and per_buffers and "batch_indexes" in batch:
             for buf in per_buffers:
@@ -65,7 +66,7 @@ def _train_one_step(node: Any, ctx: BuildContext) -> Callable[[Any], Any]:
             if metrics.counters[updates_key] % p.update_workers_every == 0:
                 _broadcast(ctx, ws)
         mark("first_train")
-        return TrainInfo(scalars, count)
+        return TrainInfo(scalars, count, replay)
 
     return train
 
@@ -219,7 +220,10 @@ def _update_target(node: Any, ctx: BuildContext) -> Callable[[Any], Any]:
         if due:
             with lock:  # a learner thread may be training this policy
                 with phase("learning"):
-                    ws.local_policy.update_target()
+                    if p.tau == 1.0:
+                        ws.local_policy.update_target()
+                    else:
+                        ws.local_policy.update_target(tau=p.tau)
             metrics.counters[TARGET_UPDATES] += 1
             metrics.counters[last_key] = now
         return item
@@ -278,7 +282,7 @@ def _dequeue(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIterator[A
                 "learner_busy_fraction": learner.busy_fraction(),
                 "learner_inqueue_size": float(learner.inqueue.qsize()),
             }
-            yield TrainInfo(dict(update.stats), update.count)
+            yield TrainInfo(dict(update.stats), update.count, update.replay)
 
     return LocalIterator(base, name=node.id)
 

@@ -1,0 +1,349 @@
+"""SAC: soft actor-critic with twin Q-networks and automatic entropy tuning.
+
+Haarnoja et al. 2018, "Soft Actor-Critic Algorithms and Applications" (arXiv:1812.05905),
+Algorithm 1. Actions live in a bounded ``Box(low, high, (D,))``; the actor outputs
+``mean, log_std`` (``log_std`` clamped to [-20, 2]) of a Gaussian over ``u``, squashed to
+``y = tanh(u)`` in [-1, 1]^D and sent to the env as ``a = c + h * y`` (``c``, ``h``: the
+bounds' centre and half-range). Log-probabilities are those of ``y`` (appendix C, eq. 26):
+
+    log pi(y|s) = log N(u; mean, std) - sum_d log(1 - tanh(u_d)^2)
+
+The Q-networks read ``[flat obs, y]``; the batch's ``actions`` are the env actions ``a``,
+mapped back to ``y`` for the loss. For a batch of transitions ``(s, a, r, s', terminated)``
+(``k = n_steps`` per row with n-step targets, else 1), one update is, in order:
+
+    y'  ~ pi(.|s'),
+    target = r + gamma^k (1 - terminated) (min_j Q'_j(s', y') - alpha log pi(y'|s'))
+    L_Q = mean_i[ w_i ((Q_1(s, y) - target)^2 + (Q_2(s, y) - target)^2) / 2 ]   (eq. 5, twin Q)
+    one Adam step on the critics;
+    y~  ~ pi(.|s) (reparametrised),  L_pi = mean_i[ alpha log pi(y~|s) - min_j Q_j(s, y~) ]  (eq. 7)
+    one Adam step on the actor;
+    L_alpha = -mean_i[ log alpha * (log pi(y~|s) + target_entropy) ]   (eq. 18, in log alpha)
+    one Adam step on log alpha.
+
+``Q'_j`` are the target critics, moved towards the online ones by ``update_target(tau)``
+(Polyak averaging, ``Q' <- (1 - tau) Q' + tau Q``; the plan's ``UpdateTarget(tau=...)``).
+``w_i`` = prioritized-replay weights when present, else 1; ``td_error = Q_1 - target``.
+Exploration: actions from the actor's distribution; uniform in the bounds for the first
+``random_timesteps`` env steps sampled.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from plangraph.ops.policies import SACConfig
+from plangraph.rl.models import flatten_obs, mlp, mlp_forward, soft_update
+from plangraph.rl.policy import Stats, TorchPolicy, _adam, to_tensor
+from plangraph.rl.sample_batch import SampleBatch
+
+_SB = SampleBatch
+_LOG_STD_MIN, _LOG_STD_MAX = -20.0, 2.0
+_LOG2 = math.log(2.0)
+_HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
+
+
+class SACModel(nn.Module):
+    """Actor ``[B, obs_dim] -> [mean, log_std] [B, 2 D]``, twin critics
+    ``[B, obs_dim + D] -> [B]`` and the entropy temperature ``log_alpha`` (a scalar)."""
+
+    def __init__(
+        self,
+        obs_dim: int,
+        act_dim: int,
+        hiddens: tuple[int, ...],
+        activation: str,
+        initial_alpha: float,
+    ) -> None:
+        super().__init__()
+        self.actor = mlp(obs_dim, hiddens, 2 * act_dim, activation, out_gain=0.01)
+        self.q1 = mlp(obs_dim + act_dim, hiddens, 1, activation, out_gain=1.0)
+        self.q2 = mlp(obs_dim + act_dim, hiddens, 1, activation, out_gain=1.0)
+        self.log_alpha = nn.Parameter(torch.tensor(math.log(initial_alpha)))
+
+    def pi(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(mean, log_std)``, each float32 ``[B, D]``."""
+        mean, log_std = torch.chunk(mlp_forward(self.actor, flatten_obs(obs)), 2, dim=-1)
+        return mean, torch.clamp(log_std, _LOG_STD_MIN, _LOG_STD_MAX)
+
+    def critics(self) -> list[nn.Sequential]:
+        return [self.q1, self.q2]
+
+
+def q_values(nets: list[nn.Sequential], obs: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """``Q_j(s, y)`` of each critic: float32 ``[J, B]``."""
+    x = torch.cat([flatten_obs(obs), y], dim=-1)
+    return torch.stack([mlp_forward(q, x).squeeze(-1) for q in nets])
+
+
+def squashed_sample(
+    mean: torch.Tensor, log_std: torch.Tensor, eps: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The reparametrised draw ``y = tanh(mean + std * eps)`` for standard normal noise
+    ``eps`` and ``log pi(y)`` (module doc), float32 ``[B, D]`` and ``[B]``."""
+    u = mean + torch.exp(log_std) * eps
+    # log(1 - tanh(u)^2) = 2 (log 2 - u - softplus(-2 u)), stable for large |u|
+    log_det = 2.0 * (_LOG2 - u - F.softplus(-2.0 * u))
+    logp = (-0.5 * eps * eps - log_std - _HALF_LOG_2PI - log_det).sum(-1)
+    return torch.tanh(u), logp
+
+
+class SACPolicy(TorchPolicy):
+    """SAC policy (module docstring); ``config``: :class:`~plangraph.ops.policies.SACConfig`.
+
+    ``get_weights()`` carries the actor, the critics and ``log_alpha`` (the model);
+    ``get_state()`` adds the target critics and the three optimizers. SAC steps three
+    optimizers, so it has no ``compute_gradients``/``apply_gradients`` (the compiler
+    refuses ComputeGradients/ApplyGradients on it, PG170).
+
+    Raises:
+        ValueError: an action space that is not a 1-D ``Box`` with finite bounds.
+    """
+
+    model: SACModel
+    config: SACConfig
+    loss_columns = (
+        _SB.OBS,
+        _SB.ACTIONS,
+        _SB.REWARDS,
+        _SB.NEXT_OBS,
+        _SB.TERMINATEDS,
+        _SB.WEIGHTS,
+        _SB.N_STEPS,
+    )
+    optional_loss_columns = (_SB.WEIGHTS, _SB.N_STEPS)
+    compute_gradients = None  # type: ignore[assignment]
+    apply_gradients = None  # type: ignore[assignment]
+
+    def __init__(
+        self,
+        observation_space: gym.Space[Any],
+        action_space: gym.Space[Any],
+        config: SACConfig,
+        seed: int = 0,
+        device: str = "cpu",
+    ) -> None:
+        if device == "cuda" or device.startswith("cuda:"):
+            # Its squashing constants and sampling generator live on the CPU.
+            raise ValueError(
+                f'learner device "{device}": the SAC learner trains on the CPU only; use '
+                'learner.device "auto" or "cpu"'
+            )
+        if isinstance(action_space, gym.spaces.Box) and not (
+            len(action_space.shape) == 1
+            and np.all(np.isfinite(action_space.low))
+            and np.all(np.isfinite(action_space.high))
+        ):  # other spaces: TorchPolicy says which it acts in
+            raise ValueError(
+                f"SACPolicy needs a 1-D Box action space with finite bounds, got {action_space}"
+            )
+        super().__init__(observation_space, action_space, config, seed)
+        self.action_shape = tuple(action_space.shape)
+        self._low = np.asarray(action_space.low, np.float32)
+        self._high = np.asarray(action_space.high, np.float32)
+        self._centre = (self._high + self._low) / 2.0
+        self._half = (self._high - self._low) / 2.0
+        self._centre_t = torch.from_numpy(self._centre)
+        self._half_t = torch.from_numpy(self._half)
+        dim = int(action_space.shape[0])
+        self.target_entropy = (
+            float(-dim) if config.target_entropy is None else float(config.target_entropy)
+        )
+        m = self.model
+        self._actor_params = list(m.actor.parameters())
+        self._critic_params = [p for q in m.critics() for p in q.parameters()]
+        self.actor_optimizer = _adam(self._actor_params, self.cur_lr)
+        self.critic_optimizer = _adam(self._critic_params, self.cur_lr)
+        self.alpha_optimizer = _adam([m.log_alpha], self.cur_lr)
+        self.optimizer = self.actor_optimizer  # what the base class saves and schedules
+        self._torch_gen = torch.Generator().manual_seed(int(seed))
+
+    def _build_model(self) -> SACModel:
+        model = self.config.resolved_model(tuple(self.observation_space.shape))
+        model = SACModel(
+            self.obs_dim,
+            int(self.action_space.shape[0]),
+            model.hiddens,
+            model.activation,
+            self.config.initial_alpha,
+        )
+        self.target_critics = copy.deepcopy(model.critics())
+        for q in self.target_critics:
+            for p in q.parameters():
+                p.requires_grad_(False)
+        return model
+
+    @property
+    def alpha(self) -> float:
+        return float(self.model.log_alpha.detach().exp())
+
+    # --- acting -----------------------------------------------------------------------
+    def compute_actions(
+        self, obs: np.ndarray, explore: bool = True
+    ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """Env actions for ``obs [B, *obs_shape]``: ``(float32 [B, D] within the bounds,
+        {})``; the squashed mean when not ``explore``, uniform while
+        ``global_timestep < random_timesteps``."""
+        n = int(np.asarray(obs).shape[0])
+        if explore and self.global_timestep < self.config.random_timesteps:
+            y = self._action_rng.uniform(-1.0, 1.0, (n, *self.action_shape))
+        else:
+            with torch.inference_mode():
+                mean, log_std = self.model.pi(to_tensor(np.asarray(obs)))
+            mean, log_std = mean.numpy(), log_std.numpy()
+            u = mean
+            if explore:
+                eps = self._action_rng.standard_normal(mean.shape, dtype=np.float32)
+                u = mean + np.exp(log_std) * eps
+            y = np.tanh(u)
+        return (self._centre + self._half * y).astype(np.float32), {}
+
+    def _to_unit(self, actions: torch.Tensor) -> torch.Tensor:
+        """Env actions -> ``y`` in [-1, 1] (what the critics read)."""
+        return torch.clamp((actions.float() - self._centre_t) / self._half_t, -1.0, 1.0)
+
+    # --- learning ---------------------------------------------------------------------
+    def _sample(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        mean, log_std = self.model.pi(obs)
+        # seeded like the rest of the policy, without touching torch's global RNG
+        eps = torch.randn(mean.shape, generator=self._torch_gen)
+        return squashed_sample(mean, log_std, eps)
+
+    def _step(
+        self, optimizer: torch.optim.Optimizer, params: list[nn.Parameter], loss: torch.Tensor
+    ) -> float:
+        grads = torch.autograd.grad(loss, params)
+        for p, g in zip(params, grads, strict=True):
+            p.grad = g
+        if self.config.grad_clip is not None:
+            gnorm = torch.nn.utils.clip_grad_norm_(params, self.config.grad_clip)
+        else:
+            gnorm = torch.linalg.vector_norm(torch.stack([g.norm() for g in grads]))
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        return float(gnorm)
+
+    def _update(self, t: Mapping[str, torch.Tensor], with_stats: bool = True) -> Stats:
+        cfg, m = self.config, self.model
+        obs, next_obs = t[_SB.OBS], t[_SB.NEXT_OBS]
+        alpha = m.log_alpha.exp().detach()
+        with torch.no_grad():
+            next_y, next_logp = self._sample(next_obs)
+            next_q = q_values(self.target_critics, next_obs, next_y).min(dim=0).values
+            if _SB.N_STEPS in t:
+                discount = torch.pow(cfg.gamma, t[_SB.N_STEPS].float())
+            else:
+                discount = torch.tensor(cfg.gamma)
+            not_done = 1.0 - t[_SB.TERMINATEDS].float()
+            target = t[_SB.REWARDS].float() + discount * not_done * (next_q - alpha * next_logp)
+        q = q_values(m.critics(), obs, self._to_unit(t[_SB.ACTIONS]))
+        per_row = 0.5 * ((q - target) ** 2).sum(0)
+        if _SB.WEIGHTS in t:
+            per_row = t[_SB.WEIGHTS].float() * per_row
+        critic_loss = per_row.mean()
+        critic_gnorm = self._step(self.critic_optimizer, self._critic_params, critic_loss)
+
+        y, logp = self._sample(obs)
+        q_pi = q_values(m.critics(), obs, y).min(dim=0).values
+        actor_loss = (alpha * logp - q_pi).mean()
+        actor_gnorm = self._step(self.actor_optimizer, self._actor_params, actor_loss)
+
+        alpha_loss = -(m.log_alpha * (logp.detach() + self.target_entropy)).mean()
+        self._step(self.alpha_optimizer, [m.log_alpha], alpha_loss)
+        if not with_stats:
+            return {}
+        return {
+            "critic_loss": critic_loss.item(),
+            "actor_loss": actor_loss.item(),
+            "alpha_loss": alpha_loss.item(),
+            "alpha": self.alpha,
+            "entropy": -logp.mean().item(),
+            "mean_q": q[0].mean().item(),
+            "grad_gnorm": critic_gnorm,
+            "actor_grad_gnorm": actor_gnorm,
+            "cur_lr": float(self.actor_optimizer.param_groups[0]["lr"]),
+            "td_error": (q[0] - target).detach().numpy().astype(np.float32),
+        }
+
+    def learn_on_batch(self, batch: SampleBatch) -> Stats:
+        """One update of the critics, the actor and alpha on the whole batch (module doc)."""
+        stats = self._update(self._tensors(batch))
+        stats["num_env_steps_trained"] = batch.count
+        stats["num_grad_steps"] = 1
+        return stats
+
+    def train(
+        self, batch: SampleBatch, num_sgd_iter: int = 1, sgd_minibatch_size: int = 0
+    ) -> Stats:
+        """``num_sgd_iter`` passes of updates over shuffled minibatches (0: the whole
+        batch); stats of the last update, ``td_error`` of the whole batch only when one
+        update covers it.
+
+        Raises:
+            ValueError: ``num_sgd_iter < 1``, ``sgd_minibatch_size < 0`` or an empty batch.
+        """
+        if num_sgd_iter < 1 or sgd_minibatch_size < 0:
+            raise ValueError(
+                f"num_sgd_iter must be >= 1 and sgd_minibatch_size >= 0, got {num_sgd_iter} "
+                f"and {sgd_minibatch_size}"
+            )
+        if batch.count == 0:
+            raise ValueError("cannot train on an empty SampleBatch")
+        if num_sgd_iter == 1 and (sgd_minibatch_size == 0 or sgd_minibatch_size >= batch.count):
+            return self.learn_on_batch(batch)
+        t = self._tensors(batch)
+        steps, stats = 0, {}
+        for _ in range(num_sgd_iter):
+            for idx in batch.minibatch_indices(sgd_minibatch_size, rng=self._sgd_rng):
+                idx_t = torch.from_numpy(idx)
+                stats = self._update({k: v[idx_t] for k, v in t.items()})
+                steps += 1
+        stats.pop("td_error", None)
+        stats["num_env_steps_trained"] = batch.count
+        stats["num_grad_steps"] = steps
+        return stats
+
+    def update_target(self, tau: float = 1.0) -> None:
+        """Move the target critics towards the online ones: ``Q' <- (1 - tau) Q' + tau Q``
+        (``tau = 1``: a copy)."""
+        for target, online in zip(self.target_critics, self.model.critics(), strict=True):
+            if tau >= 1.0:
+                target.load_state_dict(online.state_dict())
+            else:
+                soft_update(target, online, tau)
+
+    # --- schedules and state ----------------------------------------------------------
+    def set_global_vars(self, global_vars: Mapping[str, Any]) -> None:
+        super().set_global_vars(global_vars)
+        lr = self.cur_lr
+        for opt in (self.critic_optimizer, self.alpha_optimizer):
+            for group in opt.param_groups:
+                group["lr"] = lr
+
+    def get_state(self) -> dict[str, Any]:
+        state = super().get_state()
+        state["target_weights"] = [
+            {k: v.detach().numpy().copy() for k, v in q.state_dict().items()}
+            for q in self.target_critics
+        ]
+        state["critic_optimizer"] = copy.deepcopy(self.critic_optimizer.state_dict())
+        state["alpha_optimizer"] = copy.deepcopy(self.alpha_optimizer.state_dict())
+        state["torch_rng"] = self._torch_gen.get_state().numpy().copy()
+        return state
+
+    def set_state(self, state: Mapping[str, Any]) -> None:
+        super().set_state(state)
+        for q, weights in zip(self.target_critics, state["target_weights"], strict=True):
+            q.load_state_dict({k: torch.tensor(np.asarray(v)) for k, v in weights.items()})
+        self.critic_optimizer.load_state_dict(copy.deepcopy(state["critic_optimizer"]))
+        self.alpha_optimizer.load_state_dict(copy.deepcopy(state["alpha_optimizer"]))
+        self._torch_gen.set_state(torch.from_numpy(np.asarray(state["torch_rng"])))

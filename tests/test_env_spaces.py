@@ -1,0 +1,61 @@
+"""The compiler reads an env's spaces by creating one env, and caches them."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from plangraph.compiler.env_spaces import env_spaces
+
+ROOT = Path(__file__).resolve().parent.parent
+
+_PROBE = (
+    "import sys\n"
+    "from plangraph import cli\n"
+    "rc = cli.main(['validate', '--quiet', 'plans/ppo.json'])\n"
+    "print(rc, 'gymnasium' in sys.modules, 'torch' in sys.modules, 'ray' in sys.modules)\n"
+)
+
+
+def _probe(cache: Path) -> str:
+    env = {**os.environ, "PLANGRAPH_CACHE_DIR": str(cache), "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        [sys.executable, "-c", _PROBE], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.strip()
+
+
+def test_spaces_of_registered_envs() -> None:
+    cartpole = env_spaces("CartPole-v1")
+    assert cartpole is not None
+    assert (cartpole.observation.kind, cartpole.observation.shape) == ("Box", (4,))
+    assert (cartpole.action.kind, cartpole.action.text) == ("Discrete", "Discrete(2)")
+    pendulum = env_spaces("Pendulum-v1")
+    assert pendulum is not None
+    assert pendulum.action.kind == "Box" and pendulum.action.bounded
+    assert pendulum.action.shape == (1,) and pendulum.action.dtype == "float32"
+
+
+@pytest.mark.parametrize("env_id", ["NoSuchEnv-v0", "some_module:CartPole-v1"])
+def test_unknown_spaces_are_none(env_id: str) -> None:
+    assert env_spaces(env_id) is None
+
+
+def test_validate_creates_the_env_once_then_reads_the_cache(tmp_path: Path) -> None:
+    # never torch or ray; gymnasium only while the cache is cold
+    assert _probe(tmp_path) == "0 True False False"
+    data = json.loads((tmp_path / "env_spaces.json").read_text())
+    assert data["envs"]["CartPole-v1"]["action"]["kind"] == "Discrete"
+    assert _probe(tmp_path) == "0 False False False"
+
+
+def test_a_broken_cache_is_ignored_and_rewritten(tmp_path: Path) -> None:
+    (tmp_path / "env_spaces.json").write_text("{not json")
+    assert _probe(tmp_path) == "0 True False False"
+    assert _probe(tmp_path) == "0 False False False"

@@ -1,0 +1,113 @@
+"""SAC: squashed-Gaussian log-probs, bounded actions, soft target updates, state."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import distributions as D
+
+import plangraph
+from plangraph.compiler.env_spaces import EnvSpaces, SpaceInfo
+from plangraph.compiler.semantic_checks import space_problems
+from plangraph.ops.policies import SACConfig
+from plangraph.rl.replay_buffer import ReplayBuffer
+from plangraph.rl.rollout_worker import RolloutWorker
+from plangraph.rl.sac import SACPolicy, squashed_sample
+
+OBS = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
+ACT = gym.spaces.Box(np.array([-2.0, 0.0], np.float32), np.array([2.0, 1.0], np.float32))
+
+
+def test_squashed_log_prob_matches_torch_distributions() -> None:
+    g = torch.Generator().manual_seed(0)
+    mean, log_std = torch.randn(64, 2, generator=g), 0.5 * torch.randn(64, 2, generator=g)
+    eps = torch.randn(64, 2, generator=g)
+    y, logp = squashed_sample(mean, log_std, eps)
+    ref = D.TransformedDistribution(
+        D.Independent(D.Normal(mean, log_std.exp()), 1), [D.TanhTransform(cache_size=1)]
+    )
+    u = mean + log_std.exp() * eps
+    torch.testing.assert_close(y, torch.tanh(u))
+    # through the cached transform: log_prob of the pre-image, no atanh round-off
+    torch.testing.assert_close(logp, ref.log_prob(ref.transforms[0](u)), rtol=1e-4, atol=1e-4)
+
+
+def test_actions_stay_within_the_bounds() -> None:
+    policy = SACPolicy(OBS, ACT, SACConfig(random_timesteps=10), seed=0)
+    obs = np.zeros((2000, 3), np.float32)
+    for timestep in (0, 10):  # uniform random, then from the actor
+        policy.set_global_vars({"timestep": timestep})
+        actions, extra = policy.compute_actions(obs)
+        assert extra == {} and actions.dtype == np.float32 and actions.shape == (2000, 2)
+        assert (actions >= ACT.low).all() and (actions <= ACT.high).all()
+        assert actions[:, 0].std() > 0.5
+    greedy, _ = policy.compute_actions(obs[:3], explore=False)
+    np.testing.assert_array_equal(greedy[0], greedy[1])
+
+
+def test_soft_and_hard_target_updates() -> None:
+    policy = SACPolicy(OBS, ACT, SACConfig(), seed=0)
+    online, target = policy.model.q1, policy.target_critics[0]
+    with torch.no_grad():
+        for p in online.parameters():
+            p.add_(1.0)
+    before = [p.detach().clone() for p in target.parameters()]
+    policy.update_target(tau=0.25)
+    for t, b, o in zip(target.parameters(), before, online.parameters(), strict=True):
+        torch.testing.assert_close(t, 0.75 * b + 0.25 * o)
+    policy.update_target()
+    for t, o in zip(target.parameters(), online.parameters(), strict=True):
+        assert torch.equal(t, o)
+
+
+def _batch(worker: RolloutWorker, buffer: ReplayBuffer, rows: int):  # type: ignore[no-untyped-def]
+    while len(buffer) < rows:
+        buffer.add(worker.sample())
+    return buffer.sample(rows)
+
+
+def test_an_update_moves_the_critics_actor_and_alpha_and_state_round_trips() -> None:
+    worker = RolloutWorker("Pendulum-v1", 2, 16, {"algo": "sac", "hiddens": [32, 32]}, seed=0)
+    policy = worker.policy
+    assert isinstance(policy, SACPolicy)
+    batch = _batch(worker, ReplayBuffer(1000, seed=0), 128)
+    assert batch["actions"].shape == (128, 1) and "next_obs" in batch
+    alpha = policy.alpha
+    state = policy.get_state()
+    stats = policy.train(batch)
+    assert policy.alpha < alpha  # Pendulum's entropy starts above -dim(A)
+    assert stats["td_error"].shape == (128,) and np.isfinite(stats["critic_loss"])
+    after = policy.get_weights()
+    # a restored policy makes exactly the same update
+    twin = SACPolicy(policy.observation_space, policy.action_space, policy.config, seed=5)
+    twin.set_state(state)
+    twin.train(batch)
+    for k, v in twin.get_weights().items():
+        np.testing.assert_array_equal(v, after[k], err_msg=k)
+
+
+def test_the_compiler_refuses_sac_where_it_cannot_act() -> None:
+    cartpole = plangraph.analyze("plans/sac_pendulum.json", config={"env": "CartPole-v1"})
+    (d,) = [d for d in cartpole.diagnostics if d.code == "PG183"]
+    assert "Discrete(2)" in d.message and "sac policy acts in Box action spaces only" in d.message
+    unbounded = EnvSpaces(
+        "Unbounded-v0",
+        SpaceInfo("Box", "Box(-inf, inf, (3,), float32)", (3,), "float32", False),
+        SpaceInfo("Box", "Box(-inf, inf, (1,), float32)", (1,), "float32", False),
+    )
+    (problem,) = space_problems(SACConfig(), unbounded)
+    assert problem.code == "PG183" and "infinite bounds" in problem.message
+    assert "a2c, ppo, impala, appo" in problem.hint
+
+
+def test_the_compiler_refuses_gradient_operators_on_sac() -> None:
+    """SAC steps three optimizers: no single gradient to compute or apply (PG170)."""
+    import json
+
+    plan = json.loads(open("plans/a2c_microbatch.json").read())
+    plan["resources"]["workers"]["params"]["policy"] = {"algo": "sac"}
+    compiled = plangraph.analyze(plan, config={"env": "Pendulum-v1"})
+    ops = {compiled.plan.nodes[d.node].op for d in compiled.diagnostics if d.code == "PG170"}
+    assert ops == {"ComputeGradients", "ApplyGradients"}
+    assert SACPolicy.compute_gradients is None and SACPolicy.apply_gradients is None
