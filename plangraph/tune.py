@@ -30,7 +30,15 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["SEED_KEY", "grid_space", "trainable", "trial_dirname", "tuner"]
+__all__ = [
+    "HEADLINE_KEYS",
+    "SEED_KEY",
+    "grid_space",
+    "headline_first",
+    "trainable",
+    "trial_dirname",
+    "tuner",
+]
 
 SEED_KEY = "seed"
 """The trial-config key that is the run seed, not a plan config override."""
@@ -60,6 +68,7 @@ def trainable(
     max_iterations: int | None = None,
     checkpoint_every: int = 10,
     tensorboard: bool = True,
+    imports: Sequence[str] = (),
 ) -> Callable[[dict[str, Any]], None]:
     """A Ray Tune function trainable that trains ``plan``.
 
@@ -73,6 +82,10 @@ def trainable(
         max_iterations: training iterations at most (``None``: only ``stop``).
         checkpoint_every: iterations between checkpoints (0: only at the end).
         tensorboard: also write TensorBoard event files to the trial directory.
+        imports: ``--import`` modules (names or ``.py`` paths) that register the plan's own
+            envs and operators; each trial imports them before it compiles the plan, as
+            its process never saw them (names resolve from this process's current
+            directory, paths are made absolute here).
 
     Returns:
         ``train_plan(trial_config: dict) -> None``, for ``ray.tune.Tuner`` (or
@@ -84,6 +97,10 @@ def trainable(
     source = _plan_source(plan)
     base = dict(config or {})
     thresholds = dict(stop or {})
+    # Tune runs each trial in a process of its own, with the trial directory as its
+    # working directory: carry where the modules are, not just their names.
+    modules = [str(Path(m).resolve()) if m.endswith(".py") else m for m in imports]
+    import_dir = os.getcwd()
 
     def train_plan(trial_config: dict[str, Any]) -> None:
         _train_trial(
@@ -95,6 +112,7 @@ def trainable(
             max_iterations=max_iterations,
             checkpoint_every=checkpoint_every,
             tensorboard=tensorboard,
+            imports=(modules, import_dir),
         )
 
     train_plan.__name__ = "train_plan"
@@ -111,7 +129,10 @@ def _train_trial(
     max_iterations: int | None,
     checkpoint_every: int,
     tensorboard: bool,
+    imports: tuple[list[str], str] = ([], ""),
 ) -> None:
+    import sys
+
     import torch
     from ray import tune
 
@@ -122,6 +143,15 @@ def _train_trial(
     from plangraph.runtime.training_loop import TrainingLoop
 
     torch.set_num_threads(1)  # one trial per CPU it reserved
+    modules, import_dir = imports
+    if modules:
+        from plangraph.commands.user_modules import import_user_modules
+
+        if import_dir and import_dir not in sys.path:
+            sys.path.insert(0, import_dir)
+        problem = import_user_modules(list(modules))
+        if problem is not None:
+            raise ImportError(problem)
     overrides = dict(trial_config)
     seed = int(overrides.pop(SEED_KEY, 0))
     compiled = plangraph.compile(source, config=overrides)
@@ -135,16 +165,18 @@ def _train_trial(
             with restored.as_directory() as path:
                 algo.restore(AlgoCheckpoint.load(Path(path)))
         else:
-            _write_run_files(run_dir, compiled, source, env, num_workers, seed, overrides, stop)
+            _write_run_files(
+                run_dir, compiled, source, env, num_workers, seed, overrides, stop, modules
+            )
 
         def report(result: Mapping[str, Any], *, checkpoint: bool) -> None:
             if not checkpoint:
-                tune.report(dict(result))
+                tune.report(headline_first(result))
                 return
             with tempfile.TemporaryDirectory(prefix="plangraph-ckpt-") as tmp:
                 algo.save(Path(tmp) / "algorithm")
                 ckpt = tune.Checkpoint.from_directory(str(Path(tmp) / "algorithm"))
-                tune.report(dict(result), checkpoint=ckpt)
+                tune.report(headline_first(result), checkpoint=ckpt)
 
         loop = TrainingLoop(algo.train, criteria, max_iterations=max_iterations)
         with RunLog(run_dir, tensorboard=tensorboard) as log:
@@ -160,6 +192,17 @@ def _train_trial(
         algo.stop()
 
 
+HEADLINE_KEYS = ("episode_return_mean", "num_env_steps_sampled", "env_steps_per_s")
+"""The result keys first in what a trial reports: Tune's trial table shows the first few
+numeric keys of a result (beyond its own iteration and time columns), in order."""
+
+
+def headline_first(result: Mapping[str, Any]) -> dict[str, Any]:
+    """``result`` with ``HEADLINE_KEYS`` (those it has) first, the rest in their order."""
+    first = {k: result[k] for k in HEADLINE_KEYS if k in result}
+    return {**first, **{k: v for k, v in result.items() if k not in first}}
+
+
 def _due(result: Mapping[str, Any], every: int) -> bool:
     return bool(every) and int(result.get("iteration", 0)) % every == 0
 
@@ -173,6 +216,7 @@ def _write_run_files(
     seed: int,
     overrides: Mapping[str, Any],
     stop: Mapping[str, float],
+    imports: Sequence[str] = (),
 ) -> None:
     """``run.json``, ``plan.source.json`` and ``plan.json`` as ``plangraph run`` writes
     them, so ``plangraph plot``/``profile`` and ``run --resume`` read a trial directory."""
@@ -185,6 +229,7 @@ def _write_run_files(
         seed=seed,
         overrides=json.loads(json.dumps(dict(overrides))),
         stop={k: float(v) for k, v in stop.items()},
+        imports=list(imports),
     )
     text = json.dumps(record.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
     (run_dir / RUN_ARGS_FILE).write_text(text, encoding="utf-8")
@@ -229,6 +274,7 @@ def tuner(
     name: str | None = None,
     keep_checkpoints: int | None = 3,
     tensorboard: bool = True,
+    imports: Sequence[str] = (),
 ) -> Any:
     """The ``ray.tune.Tuner`` of a grid sweep over ``plan`` (see the module docstring);
     ``.fit()`` runs it and returns Tune's ``ResultGrid``. Trial directories are
@@ -245,6 +291,7 @@ def tuner(
         max_iterations=max_iterations,
         checkpoint_every=checkpoint_every,
         tensorboard=tensorboard,
+        imports=imports,
     )
     resources = tune.with_resources(fn, tune.PlacementGroupFactory([{"CPU": cpus_per_trial}]))
     return tune.Tuner(

@@ -133,8 +133,11 @@ def test_validate_imports_neither_ray_nor_torch() -> None:
         "heavy = sorted(m for m in ('ray', 'torch', 'gymnasium') if m in sys.modules)\n"
         "print(rc, heavy)\n"
     )
-    proc = subprocess.run(
-        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=False
-    )
-    assert proc.returncode == 0, proc.stderr
+    # The first validate after gymnasium's envs change (an install) reads the env spaces
+    # by making one env, and caches them on disk; a repeated one imports none of the three.
+    for _ in range(2):
+        proc = subprocess.run(
+            [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=False
+        )
+        assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip().splitlines()[-1] == "0 []"

@@ -138,8 +138,9 @@ def test_a_run_logs_evaluation_in_result_jsonl_and_tensorboard(finished_run: Pat
     events = EventAccumulator(str(finished_run))
     events.Reload()
     tags = events.Tags()["scalars"]
-    assert "evaluation/episode_return_mean" in tags
-    steps = [e.step for e in events.Scalars("evaluation/episode_return_mean")]
+    # TensorBoard's group for greedy evaluation is eval/ (README, "Curves, loggers and sweeps").
+    assert "eval/episode_return_mean" in tags
+    steps = [e.step for e in events.Scalars("eval/episode_return_mean")]
     assert steps == [128, 256]  # at env steps sampled, twice
 
 

@@ -52,6 +52,9 @@ def test_a_plan_file_that_registers_its_env_trains_on_two_ray_workers(tmp_path: 
         "--no-tensorboard", cwd=tmp_path,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
+    # The resume hint names what --resume needs to register the env again.
+    hint = f"continue with: plangraph run --resume {run_dir} --import {plan} --stop KEY=VALUE"
+    assert hint in done.stdout
     lines = [json.loads(x) for x in (run_dir / "result.jsonl").read_text().splitlines()]
     assert [r["iteration"] for r in lines] == [1, 2, 3]
     # 2 workers x 2 sub-envs x 32 steps = 128 env steps per iteration: both workers sampled.

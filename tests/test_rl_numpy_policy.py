@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from pydantic import Field
 
+from plangraph.ops.models import MLPModel
 from plangraph.ops.policies import (
     A2CConfig,
     APPOConfig,
@@ -36,6 +37,13 @@ ACTIONS = gym.spaces.Discrete(3)
 ACTOR_CRITIC = [A2CConfig(), PPOConfig(hiddens=(32, 16)), IMPALAConfig(), APPOConfig()]
 
 
+def _mlp(config: Any) -> Any:
+    """``config`` with its default model written out as an MLP: an ``[H, W, C]``
+    observation gets a CNN by default, which numpy inference does not serve."""
+    model = MLPModel(hiddens=config.hiddens, activation=config.activation)
+    return config.model_copy(update={"model": model})
+
+
 def _obs(space: gym.spaces.Box, n: int, seed: int = 0) -> np.ndarray:
     space.seed(seed)
     return np.stack([space.sample() for _ in range(n)])
@@ -53,8 +61,11 @@ def _pair(config: Any, obs_space: gym.spaces.Box, seed: int = 5) -> tuple[Any, A
 def test_actor_critic_acts_and_values_as_the_torch_policy(
     config: Any, obs_space: gym.spaces.Box
 ) -> None:
+    if obs_space is IMAGE_OBS:
+        config = _mlp(config)
     torch_policy, numpy_policy = _pair(config, obs_space)
     assert isinstance(numpy_policy, NumpyActorCriticPolicy)
+    assert numpy_policy.num_dist_inputs == torch_policy.num_dist_inputs == ACTIONS.n
     obs = _obs(obs_space, 64)
     t_actions, t_extra = torch_policy.compute_actions(obs)
     n_actions, n_extra = numpy_policy.compute_actions(obs)
@@ -126,7 +137,9 @@ class _PPOWithCNN(PPOConfig):
 
 def test_support_is_limited_to_the_networks_it_knows() -> None:
     assert numpy_inference_supported(PPOConfig(), CARTPOLE_OBS, ACTIONS)
-    assert numpy_inference_supported(DQNConfig(n_step=3), IMAGE_OBS, ACTIONS)
+    assert numpy_inference_supported(_mlp(DQNConfig(n_step=3)), IMAGE_OBS, ACTIONS)
+    # An image's default model is a CNN: sampled with torch.
+    assert not numpy_inference_supported(DQNConfig(), IMAGE_OBS, ACTIONS)
     # Continuous actions, a non-Box observation, a config field describing another model.
     box_actions = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
     assert not numpy_inference_supported(PPOConfig(), CARTPOLE_OBS, box_actions)
@@ -146,7 +159,8 @@ worker = RolloutWorker("CartPole-v1", 4, 16, {"algo": "ppo"}, seed=3, worker_ind
 worker.set_weights(dict(np.load(sys.argv[1])))
 batch = worker.sample()
 print(type(worker.policy).__name__, "torch" in sys.modules, batch.count)
-np.savez(sys.argv[2], **{k: batch[k] for k in ("actions", "vf_preds", "advantages")})
+keys = ("actions", "action_logp", "action_dist_inputs", "vf_preds", "advantages")
+np.savez(sys.argv[2], **{k: batch[k] for k in keys})
 """
 
 
@@ -173,5 +187,6 @@ def test_a_numpy_worker_never_imports_torch_and_samples_as_a_torch_worker(
     expected = twin.sample()
     got = np.load(tmp_path / "batch.npz")
     np.testing.assert_array_equal(got["actions"], expected["actions"])
-    for key in ("vf_preds", "advantages"):
+    assert got["action_dist_inputs"].shape == (64, 2)
+    for key in ("action_logp", "action_dist_inputs", "vf_preds", "advantages"):
         np.testing.assert_allclose(got[key], expected[key], rtol=1e-4, atol=1e-5)

@@ -91,3 +91,37 @@ def test_trainable_is_a_tune_function_trainable() -> None:
     space = grid_space({"lr": [0.1, 0.2]}, seeds=[0, 1])
     assert space["lr"] == {"grid_search": [0.1, 0.2]}
     assert space["seed"] == {"grid_search": [0, 1]}
+
+
+def test_tune_sweeps_an_own_env_from_an_imported_module(tmp_path: Path) -> None:
+    # The env is registered only by the module: each trial's process imports it again.
+    module = ROOT / "tests" / "fixtures" / "own_env" / "corridor.py"
+    done = plangraph(
+        "tune", str(ROOT / "plans" / "ppo.json"), "--import", str(module),
+        "--env", "PlangraphTest/Corridor-v0", "--grid", "lr=0.001,0.0003",
+        "--max-iterations", "2", *TINY, "--set", "sgd_minibatch_size=16",
+        "--max-concurrent-trials", "1", "--out", str(tmp_path), "--name", "own",
+        cwd=tmp_path,
+    )  # fmt: skip
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out[-4000:]
+    assert "2 TERMINATED" in out
+    # Tune's trial table leads with the episode return (the headline keys come first).
+    assert "episode_return_mean" in out.split("Trial status: 2 TERMINATED")[-1]
+    for trial in (p for p in (tmp_path / "own").iterdir() if p.is_dir()):
+        run = json.loads((trial / "run.json").read_text())
+        assert run["env"] == "PlangraphTest/Corridor-v0" and run["imports"] == [str(module)]
+        lines = (trial / "result.jsonl").read_text().splitlines()
+        assert [json.loads(x)["num_env_steps_sampled"] for x in lines] == [32, 64]
+
+
+def test_trial_results_lead_with_the_headline_keys() -> None:
+    from plangraph.tune import HEADLINE_KEYS, headline_first
+
+    result = {"iteration": 3, "env_steps_per_s": 9.0, "learner": {"kl": 0.1},
+              "num_env_steps_sampled": 96, "episode_return_mean": 1.5}  # fmt: skip
+    ordered = headline_first(result)
+    assert list(ordered)[:3] == list(HEADLINE_KEYS)
+    assert ordered == result
+    # Before the first episode ends the key is absent, never invented.
+    assert "episode_return_mean" not in headline_first({"num_env_steps_sampled": 32})

@@ -11,7 +11,10 @@ For each plan (``ppo``, ``a2c``, ``dqn``) the learner policy is built from the p
   the first ``--dqn-fill`` env steps of a rollout (n-step transitions as the plan makes).
 
 The policy keeps learning across calls (as in a run); one torch thread, as the learner in
-``plangraph run``. Each round times every plan for ``--seconds``; the table shows medians
+``plangraph run``. ``--devices`` (default: ``cpu``, and ``cuda`` when torch sees a GPU)
+trains on each device in turn (``WorkerSet`` ``learner.device``: batches copied to the
+GPU from pinned memory, weights read back as CPU arrays once per call, as a broadcast
+does). Each round times every plan for ``--seconds``; the table shows medians
 over ``--rounds``. ``--tree LABEL=DIR`` (repeatable) runs each round once per checkout, in
 a child process with ``PYTHONPATH=DIR``, interleaved, to compare a change with its base.
 
@@ -35,6 +38,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 PLANS = ("ppo", "a2c", "dqn")
+DEFAULT_PLANS = ("ppo", "dqn")
 
 
 def _plan_learner(plan: str) -> tuple[Any, Any, dict[str, Any]]:
@@ -73,10 +77,12 @@ def _batches(plan: str, ws: Any, config: dict[str, Any], dqn_fill: int) -> list[
     return [buffer.sample(size) for _ in range(64)]
 
 
-def measure(plans: list[str], seconds: float, dqn_fill: int) -> dict[str, dict[str, float]]:
-    """Per plan: ``updates_per_s``, ``env_steps_trained_per_s``, ``ms_per_call`` (wall
-    clock) and ``cpu_updates_per_s`` (updates per second of this process's CPU time, which
-    a loaded machine disturbs less than the wall clock)."""
+def measure(
+    plans: list[str], seconds: float, dqn_fill: int, device: str = "cpu"
+) -> dict[str, dict[str, float]]:
+    """Per plan, on ``device``: ``updates_per_s``, ``env_steps_trained_per_s``,
+    ``ms_per_call`` (wall clock) and ``cpu_updates_per_s`` (updates per second of this
+    process's CPU time, which a loaded machine disturbs less than the wall clock)."""
     import torch
 
     from plangraph.rl import make_policy
@@ -90,7 +96,9 @@ def measure(plans: list[str], seconds: float, dqn_fill: int) -> dict[str, dict[s
         from plangraph.rl.rollout_worker import make_vector_env
 
         env = make_vector_env(ws.env, 1)
-        policy = make_policy(env.single_observation_space, env.single_action_space, ws.policy, 0)
+        policy = make_policy(
+            env.single_observation_space, env.single_action_space, ws.policy, 0, device
+        )
         env.close()
         args = (train.num_sgd_iter, train.sgd_minibatch_size)
         for b in batches[:2]:  # warm-up: first calls allocate
@@ -100,6 +108,7 @@ def measure(plans: list[str], seconds: float, dqn_fill: int) -> dict[str, dict[s
         start = time.perf_counter()
         while time.perf_counter() - start < seconds or calls < 3:
             stats = policy.train(batches[calls % len(batches)], *args)
+            policy.get_weights()  # what a weight broadcast reads (a copy to the host)
             calls += 1
             steps += int(stats["num_grad_steps"])
             trained += int(stats["num_env_steps_trained"])
@@ -117,51 +126,75 @@ def measure(plans: list[str], seconds: float, dqn_fill: int) -> dict[str, dict[s
 
 
 def _child(args: argparse.Namespace) -> int:
-    print(json.dumps(measure(args.plans, args.seconds, args.dqn_fill)))
+    print(
+        json.dumps({d: measure(args.plans, args.seconds, args.dqn_fill, d) for d in args.devices})
+    )
     return 0
+
+
+def _default_devices() -> list[str]:
+    import torch
+
+    return ["cpu", "cuda"] if torch.cuda.is_available() else ["cpu"]
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--plans", nargs="+", default=list(PLANS), choices=PLANS)
+    ap.add_argument("--plans", nargs="+", default=list(DEFAULT_PLANS), choices=PLANS)
     ap.add_argument("--seconds", type=float, default=3.0, help="timed seconds per plan/round")
     ap.add_argument("--rounds", type=int, default=3, help="rounds (the table shows medians)")
     ap.add_argument("--dqn-fill", type=int, default=20_000, help="env steps in DQN's replay")
     ap.add_argument("--tree", action="append", default=[], metavar="LABEL=DIR")
+    ap.add_argument(
+        "--devices",
+        nargs="+",
+        choices=("cpu", "cuda"),
+        help="learner devices (default: cpu, and cuda when torch sees a GPU)",
+    )
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    args.devices = args.devices or _default_devices()
     if args.child:
         return _child(args)
 
     trees = [t.partition("=")[::2] for t in args.tree] or [("this", "")]
-    runs: dict[str, list[dict[str, dict[str, float]]]] = {label: [] for label, _ in trees}
+    runs: dict[str, list[dict[str, dict[str, dict[str, float]]]]] = {
+        label: [] for label, _ in trees
+    }
     for r in range(args.rounds):
         for label, tree in trees:
             if not tree:
-                runs[label].append(measure(args.plans, args.seconds, args.dqn_fill))
+                runs[label].append(
+                    {d: measure(args.plans, args.seconds, args.dqn_fill, d) for d in args.devices}
+                )
                 continue
             cmd = [sys.executable, str(Path(__file__).resolve()), "--child", "--plans"]
             cmd += [*args.plans, "--seconds", str(args.seconds), "--dqn-fill", str(args.dqn_fill)]
+            cmd += ["--devices", *args.devices]
             env = {**os.environ, "PYTHONPATH": str(Path(tree).resolve())}
             proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
             runs[label].append(json.loads(proc.stdout.strip().splitlines()[-1]))
         print(f"round {r + 1}/{args.rounds} done", file=sys.stderr)
 
     print(
-        "| plan | tree | rows x updates/call | SGD updates/s | env steps trained/s | "
+        "| plan | device | tree | rows x updates/call | SGD updates/s | env steps trained/s | "
         "ms/call | updates per CPU s |"
     )
-    print("|---|---|---|---:|---:|---:|---:|")
+    print("|---|---|---|---|---:|---:|---:|---:|")
     for plan in args.plans:
-        for label, _ in trees:
-            rs = [run[plan] for run in runs[label]]
-            med = {k: statistics.median(r[k] for r in rs) for k in rs[0]}
-            print(
-                f"| {plan} | {label} | {int(med['rows'])} x {med['updates_per_call']:.0f} | "
-                f"{med['updates_per_s']:,.0f} | {med['env_steps_trained_per_s']:,.0f} | "
-                f"{med['ms_per_call']:.1f} | {med['cpu_updates_per_s']:,.0f} |"
-            )
+        for device in args.devices:
+            for label, _ in trees:
+                _row(plan, device, label, [run[device][plan] for run in runs[label]])
     return 0
+
+
+def _row(plan: str, device: str, label: str, rs: list[dict[str, float]]) -> None:
+    med = {k: statistics.median(r[k] for r in rs) for k in rs[0]}
+    print(
+        f"| {plan} | {device} | {label} | {int(med['rows'])} x {med['updates_per_call']:.0f} | "
+        f"{med['updates_per_s']:,.0f} | {med['env_steps_trained_per_s']:,.0f} | "
+        f"{med['ms_per_call']:.1f} | {med['cpu_updates_per_s']:,.0f} |"
+    )
 
 
 if __name__ == "__main__":

@@ -1,8 +1,10 @@
 """``plangraph explain PLAN``: the checks run, the optimisation passes (what each changed
 in the executed plan, or why not), typed nodes in order with where each runs after them
-(rollout workers, driver, a learner thread), resources with their resolved params
-(defaults included), what each resource kind notes (replay shards, per-worker
-exploration), the replay memory estimated from the env's spaces, diagnostics.
+(rollout workers, driver, a learner thread), the rollout workers' reservations and
+placement (with ``--address`` or ``--node``: each worker's expected node, checked against
+the cluster's nodes), resources with their resolved params (defaults included), what each
+resource kind notes (replay shards, per-worker exploration), the replay memory estimated
+from the env's spaces, diagnostics.
 
 Exit status: 0 for a plan without errors, 1 with errors, 2 on usage errors.
 """
@@ -22,6 +24,7 @@ from plangraph.commands.validate import (
     check_paths,
     parse_overrides,
     parse_passes,
+    target_capacity,
 )
 
 
@@ -46,6 +49,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     add_config_option(p)
     add_pass_option(p)
     add_import_option(p)
+    from plangraph.commands.validate import add_target_options
+
+    add_target_options(p)
     return p
 
 
@@ -62,7 +68,11 @@ def run(args: argparse.Namespace) -> int:
     if problem:
         print(f"plangraph explain: error: {problem}", file=sys.stderr)
         return 2
-    compiled = analyze_safely(args.plan, overrides, disable_passes=disabled)
+    capacity = target_capacity(args)
+    if isinstance(capacity, str):
+        print(f"plangraph explain: error: {capacity}", file=sys.stderr)
+        return 2
+    compiled = analyze_safely(args.plan, overrides, capacity, disable_passes=disabled)
     if compiled is None:
         return 1
     if args.format == "json":

@@ -334,6 +334,10 @@ def _prepare(args: argparse.Namespace) -> _Launch | int:
             f"--out {run_dir} already holds a run; continue it with --resume {run_dir}, "
             "or pass a new --out"
         )
+    if args.address:
+        compiled = _join_cluster(args.address, plan_path, overrides, disabled)
+        if isinstance(compiled, int):
+            return compiled
     return _Launch(
         compiled=compiled,
         plan_path=plan_path,
@@ -354,6 +358,32 @@ def _prepare(args: argparse.Namespace) -> _Launch | int:
     )
 
 
+def _join_cluster(address: str, plan_path: str, overrides: dict[str, Any], disabled: Any) -> Any:
+    """Join the cluster at ``address`` (shipping the user's modules: ``ensure_ray``) and
+    compile the plan again against its nodes, so that a request it cannot satisfy is a
+    located diagnostic before any actor starts; the compiled plan, or an exit code."""
+    from plangraph.commands.validate import analyze_safely
+    from plangraph.runtime.ray_session import cluster_capacity, ensure_ray
+
+    shipped = ensure_ray(address)
+    if shipped:
+        print(
+            f"plangraph run: shipping to the cluster (runtime_env py_modules): "
+            f"{', '.join(shipped)}",
+            file=sys.stderr,
+        )
+    compiled = analyze_safely(plan_path, overrides, cluster_capacity(address), disabled)
+    if compiled is None:
+        return 1
+    for d in compiled.diagnostics:
+        if d.code in ("PG186", "PG187", "PG179", "PG180", "PG181"):
+            print(d.format(), file=sys.stderr)  # the others were printed by the first compile
+    if not compiled.ok:
+        print(f"{plan_path}: not run on {address}: fix the errors above first", file=sys.stderr)
+        return 1
+    return compiled
+
+
 def _pick(given: int | None, saved: int | None, default: int) -> int:
     """The command line's value, else run.json's (``--resume``), else the default."""
     return given if given is not None else saved if saved is not None else default
@@ -365,10 +395,11 @@ def run(args: argparse.Namespace) -> int:
     try:
         launch = _prepare(args)
     except PlangraphError as exc:  # bad input: one line, no traceback, nothing written
+        _shutdown_ray()
         return _error(str(exc))
-    if isinstance(launch, int):
-        return launch
     try:
+        if isinstance(launch, int):
+            return launch
         return _train(launch, args)
     finally:
         _shutdown_ray()
@@ -409,6 +440,9 @@ def _train(launch: _Launch, args: argparse.Namespace) -> int:
         highlight=False,
         soft_wrap=True,
     )
+    if args.address:
+        for line in _placement_lines(algo):
+            console.print(line, highlight=False, soft_wrap=True)
     try:
         if args.resume is not None:
             if launch.checkpoint is None:
@@ -459,8 +493,12 @@ def _train(launch: _Launch, args: argparse.Namespace) -> int:
                 soft_wrap=True,
                 highlight=False,
             )
+        from plangraph.commands.run_args import import_flags
+
+        # The run's own envs and operators are not imported by --resume by itself.
+        parts = ["--resume", str(run_dir), import_flags(run_dir), "--stop KEY=VALUE"]
         out.print(
-            f"continue with: plangraph run --resume {run_dir} --stop KEY=VALUE",
+            f"continue with: plangraph run {' '.join(p for p in parts if p)}",
             soft_wrap=True,
             highlight=False,
         )
@@ -564,6 +602,24 @@ def _shutdown_ray() -> None:
         with ignoring_sigint():
             shutdown_ray()
         mark("ray_shutdown")
+
+
+def _placement_lines(algo: Any) -> list[str]:
+    """``"workers: worker 1 on node 6f9f.. (10.0.0.5), pid 123; ..."``: where each remote
+    rollout worker of each worker set started (one Ray call per worker, waited for)."""
+    lines = []
+    for rid, ws in sorted(algo.ctx.worker_sets.items()):
+        if not ws.remote_workers:
+            continue
+        where = []
+        for i, loc in enumerate(ws.worker_locations(), 1):
+            if loc is None:
+                where.append(f"worker {i} not answering")
+            else:
+                node = str(loc["node_id"] or "?")[:12]
+                where.append(f"worker {i} on node {node} ({loc['node_ip']}), pid {loc['pid']}")
+        lines.append(f"{rid}: " + "; ".join(where))
+    return lines
 
 
 def _plan_env(compiled: Any) -> str | None:

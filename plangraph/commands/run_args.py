@@ -83,6 +83,17 @@ def registration_hint(run_dir: Path) -> str:
     registered it, pass --import P.py"`` (its Python plan and ``--import`` modules, from
     ``run_dir/run.json``); ``""`` when there are none. Never imports anything: it only
     names what to pass."""
+    flags = import_flags(run_dir)
+    if not flags:
+        return ""
+    return f"; if the run's plan or modules registered it, pass {flags}"
+
+
+def import_flags(run_dir: Path) -> str:
+    """``"--import my_envs --import plan.py"``: what ``--resume`` or ``plangraph eval`` of
+    ``run_dir`` needs to register the run's own envs and operators again (its ``--import``
+    modules and its Python plan, from ``run_dir/run.json``); ``""`` for none or an
+    unreadable ``run.json``. Never imports anything."""
     try:
         saved = read_run_args(run_dir)
     except CheckpointError:
@@ -90,7 +101,4 @@ def registration_hint(run_dir: Path) -> str:
     names = list(saved.imports)
     if saved.plan.endswith(".py") and saved.plan not in names:
         names.append(saved.plan)
-    if not names:
-        return ""
-    flags = " ".join(f"--import {n}" for n in names)
-    return f"; if the run's plan or modules registered it, pass {flags}"
+    return " ".join(f"--import {n}" for n in names)

@@ -64,6 +64,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, default=Path("runs"), help="storage path (default runs)")
     p.add_argument("--name", help="experiment name (default tune-<plan>-<time>)")
     p.add_argument("--address", help="Ray cluster address to join (default: start Ray here)")
+    from plangraph.commands.user_modules import add_import_option
+
+    add_import_option(p)
     return p
 
 
@@ -120,10 +123,11 @@ def run(args: argparse.Namespace) -> int:
     if "seed" in grid:
         return _error("--grid seed=...: sweep seeds with --seeds 0 1 2")
 
+    from plangraph.commands.user_modules import import_user_modules
     from plangraph.commands.validate import analyze_safely, check_paths
     from plangraph.compiler import Capacity
 
-    problem = check_paths([args.plan])
+    problem = check_paths([args.plan]) or import_user_modules(args.imports)
     if problem:
         return _error(problem)
     first = {**overrides, **{k: v[0] for k, v in grid.items()}}
@@ -157,6 +161,7 @@ def run(args: argparse.Namespace) -> int:
             max_concurrent_trials=args.max_concurrent_trials,
             storage_path=args.out,
             name=name,
+            imports=args.imports,
         ).fit()
     finally:
         import ray

@@ -32,22 +32,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     add_pass_option(p)
     add_import_option(p)
     p.add_argument("-q", "--quiet", action="store_true", help="print only diagnostics")
-    target = p.add_argument_group(
-        "target machine",
-        "what the rollout workers are checked against (default: this machine's CPUs and memory)",
-    )
-    target.add_argument(
-        "--address",
-        metavar="ADDR",
-        help="ask the Ray cluster at ADDR for its CPUs and memory (joins it briefly; the "
-        "only option that imports Ray)",
-    )
-    target.add_argument(
-        "--cpus", type=float, metavar="N", help="check against a machine with N CPUs"
-    )
-    target.add_argument(
-        "--memory", metavar="SIZE", help="check against a machine with SIZE memory (e.g. 8GiB)"
-    )
+    add_target_options(p)
     p.add_argument(
         "--replay-memory",
         action="store_true",
@@ -57,6 +42,60 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "available on this machine",
     )
     return p
+
+
+def add_target_options(p: argparse.ArgumentParser) -> None:
+    """``--address`` / ``--cpus`` / ``--memory`` / ``--gpus`` / ``--node``: what the plan's
+    rollout workers and reservations are checked against (default: this machine)."""
+    target = p.add_argument_group(
+        "target machine",
+        "what the rollout workers are checked against (default: this machine's CPUs, "
+        "memory and GPUs)",
+    )
+    target.add_argument(
+        "--address",
+        metavar="ADDR",
+        help="ask the Ray cluster at ADDR for its nodes and their resources (joins it "
+        "briefly; the only option that imports Ray)",
+    )
+    target.add_argument(
+        "--cpus", type=float, metavar="N", help="check against a machine with N CPUs"
+    )
+    target.add_argument(
+        "--memory", metavar="SIZE", help="check against a machine with SIZE memory (e.g. 8GiB)"
+    )
+    target.add_argument(
+        "--gpus", type=float, metavar="N", help="check against a machine with N GPUs"
+    )
+    target.add_argument(
+        "--node",
+        dest="nodes",
+        action="append",
+        default=[],
+        metavar="RESOURCES",
+        help="check against a cluster of nodes, one --node each, e.g. --node CPU=4,GPU=1 "
+        "--node CPU=4,memory=8GiB,sim=2 (Ray's resource names; repeatable)",
+    )
+
+
+def _parse_node(text: str, i: int) -> Any:
+    """``"CPU=4,GPU=1,memory=8GiB"`` -> a ``NodeCapacity`` named ``--node <i>``, or a
+    message."""
+    from plangraph.compiler.capacity import NodeCapacity, parse_size
+
+    resources: dict[str, float] = {}
+    for part in (x.strip() for x in text.split(",")):
+        key, sep, value = part.partition("=")
+        if not sep or not key.strip():
+            return f"--node {text!r}: expected NAME=AMOUNT pairs, e.g. CPU=4,GPU=1,memory=8GiB"
+        try:
+            amount = float(parse_size(value)) if key.strip() == "memory" else float(value)
+        except ValueError:
+            return f"--node {text!r}: {key.strip()}={value!r} is not an amount"
+        if not amount >= 0:
+            return f"--node {text!r}: {key.strip()} must be >= 0"
+        resources[key.strip()] = amount
+    return NodeCapacity.of(f"--node {i}", "", resources)
 
 
 def add_pass_option(p: argparse.ArgumentParser) -> None:
@@ -91,8 +130,23 @@ def target_capacity(args: argparse.Namespace) -> Any:
 
     address = getattr(args, "address", None)
     cpus, memory = getattr(args, "cpus", None), getattr(args, "memory", None)
-    if address is not None and (cpus is not None or memory is not None):
-        return "--address asks the cluster for its CPUs and memory; drop --cpus/--memory"
+    gpus, node_specs = getattr(args, "gpus", None), getattr(args, "nodes", None) or []
+    machine = cpus is not None or memory is not None or gpus is not None
+    if address is not None and (machine or node_specs):
+        return (
+            "--address asks the cluster for its nodes and resources; drop "
+            "--cpus/--memory/--gpus/--node"
+        )
+    if node_specs and machine:
+        return "--node describes each node of a cluster; drop --cpus/--memory/--gpus"
+    if node_specs:
+        nodes = []
+        for i, spec in enumerate(node_specs, 1):
+            node = _parse_node(spec, i)
+            if isinstance(node, str):
+                return node
+            nodes.append(node)
+        return Capacity.of_nodes(f"the target cluster ({len(nodes)} --node)", tuple(nodes))
     if address is not None:
         from plangraph.errors import BuildError
         from plangraph.runtime.ray_session import cluster_capacity
@@ -101,10 +155,12 @@ def target_capacity(args: argparse.Namespace) -> Any:
             return cluster_capacity(address)
         except BuildError as exc:
             return str(exc)
-    if cpus is None and memory is None:
+    if not machine:
         return Capacity.local()
     if cpus is not None and not cpus > 0:
         return f"--cpus {cpus:g}: give a number of CPUs > 0"
+    if gpus is not None and not gpus >= 0:
+        return f"--gpus {gpus:g}: give a number of GPUs >= 0"
     nbytes = None
     if memory is not None:
         try:
@@ -113,10 +169,14 @@ def target_capacity(args: argparse.Namespace) -> Any:
             return f"--memory: {exc}"
     shown = " ".join(
         part
-        for part in (f"--cpus {cpus:g}" if cpus else "", f"--memory {memory}" if memory else "")
+        for part in (
+            f"--cpus {cpus:g}" if cpus else "",
+            f"--memory {memory}" if memory else "",
+            f"--gpus {gpus:g}" if gpus is not None else "",
+        )
         if part
     )
-    return Capacity(f"the target machine ({shown})", cpus, nbytes)
+    return Capacity(f"the target machine ({shown})", cpus, nbytes, gpus)
 
 
 def _memory_diagnostics(compiled: Any, capacity: Any, explicit: bool) -> list[Any]:

@@ -222,6 +222,7 @@ def _assemble(
         pass_records=records,
         optimisations=results,
         disabled_passes=ctx.disabled_passes,
+        capacity=ctx.capacity,
     )
     if draft is None:
         return declared

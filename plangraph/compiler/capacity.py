@@ -13,7 +13,7 @@ import os
 import re
 from dataclasses import dataclass
 
-__all__ = ["MAX_WORKERS_PER_CPU", "Capacity", "parse_size"]
+__all__ = ["MAX_WORKERS_PER_CPU", "Capacity", "NodeCapacity", "local_gpus", "parse_size"]
 
 MAX_WORKERS_PER_CPU = 4
 """The most remote rollout workers per CPU a run may start: each is a process with its
@@ -59,22 +59,99 @@ def _local_memory() -> int | None:
         return None
 
 
+def local_gpus() -> float | None:
+    """NVIDIA GPUs of this machine as Ray would count them (``/proc/driver/nvidia/gpus``,
+    limited by ``CUDA_VISIBLE_DEVICES``); ``None`` where that cannot be read (not Linux)."""
+    if not os.path.isdir("/proc"):
+        return None
+    root = "/proc/driver/nvidia/gpus"
+    found = len(os.listdir(root)) if os.path.isdir(root) else 0
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        found = min(found, len([d for d in visible.split(",") if d.strip()]))
+    return float(found)
+
+
+@dataclass(frozen=True)
+class NodeCapacity:
+    """One node of a Ray cluster: ``node_id`` (hex), ``address`` (its IP), and the
+    ``resources`` it offers as Ray names them (``CPU``, ``GPU``, ``memory`` in bytes,
+    custom ones), as ``(name, amount)`` pairs sorted by name."""
+
+    node_id: str
+    address: str
+    resources: tuple[tuple[str, float], ...]
+
+    @classmethod
+    def of(cls, node_id: str, address: str, resources: dict[str, float]) -> NodeCapacity:
+        """From a resource dict; Ray's bookkeeping entries (``node:IP``,
+        ``object_store_memory``) are left out."""
+        kept = {
+            k: float(v)
+            for k, v in resources.items()
+            if not k.startswith("node:") and k != "object_store_memory"
+        }
+        return cls(node_id, address, tuple(sorted(kept.items())))
+
+    @property
+    def amounts(self) -> dict[str, float]:
+        return dict(self.resources)
+
+    def label(self) -> str:
+        """``"node 6f9fb34d10e9 (10.0.0.5)"``; a node without an address (``--node``): its
+        id."""
+        if not self.address:
+            return self.node_id
+        return f"node {self.node_id[:12]} ({self.address})"
+
+
 @dataclass(frozen=True)
 class Capacity:
     """What a plan may use. ``where``: how messages name it ("this machine", "the Ray
     cluster at 10.0.0.5:6379"); ``cpus`` (may be fractional on a cluster),
     ``memory_bytes`` (bytes) and ``gpus``: ``None`` when unknown (that part is not
-    checked)."""
+    checked); ``nodes``: the cluster's nodes when known (``--address``, ``--node``), for
+    the placement check and ``explain``; their custom resources count as known too."""
 
     where: str
     cpus: float | None = None
     memory_bytes: int | None = None
     gpus: float | None = None
+    nodes: tuple[NodeCapacity, ...] | None = None
 
     @classmethod
     def local(cls) -> Capacity:
-        """This machine: CPUs this process may use, total physical memory."""
-        return cls("this machine", float(_local_cpus()), _local_memory())
+        """This machine: CPUs this process may use, total physical memory, GPUs."""
+        return cls("this machine", float(_local_cpus()), _local_memory(), local_gpus())
+
+    @classmethod
+    def of_nodes(cls, where: str, nodes: tuple[NodeCapacity, ...]) -> Capacity:
+        """A cluster of ``nodes``: CPUs, memory and GPUs are their sums."""
+        total: dict[str, float] = {}
+        for n in nodes:
+            for k, v in n.resources:
+                total[k] = total.get(k, 0.0) + v
+        memory = total.get("memory")
+        return cls(
+            where,
+            total.get("CPU", 0.0),
+            int(memory) if memory is not None else None,
+            total.get("GPU", 0.0),
+            nodes,
+        )
+
+    def total(self, resource: str) -> float | None:
+        """How much of ``resource`` (Ray's name: ``CPU``, ``GPU``, ``memory``, a custom
+        one) there is in all; ``None`` when unknown."""
+        if resource == "CPU":
+            return self.cpus
+        if resource == "GPU":
+            return self.gpus
+        if resource == "memory":
+            return float(self.memory_bytes) if self.memory_bytes is not None else None
+        if self.nodes is None:
+            return None
+        return sum(n.amounts.get(resource, 0.0) for n in self.nodes)
 
     @classmethod
     def unknown(cls) -> Capacity:

@@ -136,6 +136,14 @@ class PassRecord:
     diagnostics: int
 
 
+def _resources_text(resources: Mapping[str, float]) -> str:
+    """``{"CPU": 4, "memory": 2**30}`` -> ``"CPU 4, memory 1.0 GiB"``."""
+    return ", ".join(
+        f"{k} {v / 2**30:.1f} GiB" if k == "memory" else f"{k} {v:g}"
+        for k, v in sorted(resources.items())
+    )
+
+
 @dataclass(frozen=True, eq=False)
 class CompiledPlan:
     """A plan after analysis (see docs/CONTRACTS.md).
@@ -167,6 +175,8 @@ class CompiledPlan:
     """One ``plangraph.compiler.passes.PassResult`` per optimisation pass, in run order."""
     disabled_passes: frozenset[str] = frozenset()
     executed_plan: CompiledPlan | None = None
+    capacity: Any = None
+    """The ``Capacity`` the plan was checked against (machine or cluster), or None."""
 
     @property
     def executed(self) -> CompiledPlan:
@@ -356,6 +366,7 @@ class CompiledPlan:
             lines.append(f"  {i:2d}. {p.name:<{w}}  {p.doc}{found}")
         lines += ["", *self._explain_passes()]
         lines += ["", *self._explain_placement()]
+        lines += self._explain_workers()
         lines += ["", "nodes (topological order), each with where it runs after the passes:"]
         executed = self.executed
         wid = max((len(n) for n in self.nodes), default=0)
@@ -431,6 +442,61 @@ class CompiledPlan:
         for place in PLACEMENTS:
             if groups[place]:
                 out += _wrap(f"{labels[place]:<{w}}  {', '.join(groups[place])}", "  ")
+        return out
+
+    def _explain_workers(self) -> list[str]:
+        """Each worker set's rollout workers: what each reserves, how they are placed,
+        the totals, the learner's device; with the cluster's nodes known, each worker's
+        expected node (``plangraph.compiler.placement``)."""
+        from plangraph.compiler.placement import place_bundles
+        from plangraph.compiler.resource_checks import reserved_totals
+        from plangraph.ops.resources import WorkerSetParams
+
+        executed = self.executed  # pass rollout-sizing may have sized a fragment
+        sets = [
+            (rid, r.params)
+            for rid, r in executed.resources.items()
+            if isinstance(r.params, WorkerSetParams)
+        ]
+        if not sets:
+            return []
+        cap = self.capacity
+        where = f" on {cap.where}" if cap is not None else ""
+        out = ["", f"rollout workers and resources{where}:"]
+        free = [n.amounts for n in cap.nodes] if cap is not None and cap.nodes else None
+        for rid, ws in sets:
+            bundle = ws.worker_resources.bundle()
+            each = _resources_text(bundle) if bundle else "nothing reserved"
+            how = (
+                f"placement group {ws.placement_strategy}"
+                if ws.placement_strategy
+                else "no placement group"
+            )
+            learner = f"learner: device {ws.learner.device}"
+            if ws.learner.num_gpus:
+                learner += f", {ws.learner.num_gpus:g} GPU(s)"
+            out.append(
+                f"  {rid}: {_count(ws.num_workers, 'rollout worker')} x {each}; {how}; "
+                f"{learner} (in the driver)"
+            )
+            if free is None or not ws.num_workers:
+                continue
+            placed = place_bundles(bundle, ws.num_workers, ws.placement_strategy, cap.nodes, free)
+            for i, n in enumerate(placed.nodes, 1):
+                node = cap.nodes[n].label() if n is not None else "no node fits (PG187)"
+                out.append(f"      worker {i} -> {node}")
+        totals = reserved_totals(sets)
+        out.append(f"  reserved in all: {_resources_text(totals) if totals else 'nothing'}")
+        if cap is not None:
+            have = {
+                k: cap.total(k)
+                for k in sorted({"CPU", "GPU", "memory", *totals})
+                if cap.total(k) is not None
+            }
+            out.append(f"  available: {_resources_text(have) if have else 'unknown'}")
+            if cap.nodes:
+                for n in cap.nodes:
+                    out.append(f"      {n.label()}: {_resources_text(n.amounts) or 'nothing'}")
         return out
 
     def _explain_passes(self) -> list[str]:

@@ -152,6 +152,28 @@ CODES: dict[str, tuple[str, Severity, str]] = {
         "Replay buffers that cannot fit in the memory available when full (validate "
         "--memory; replay actors at build, against the memory Ray reports).",
     ),
+    "PG186": (
+        "resources-unavailable",
+        "error",
+        "The plan reserves more CPUs, GPUs, memory or custom resources than the machine or "
+        "cluster has.",
+    ),
+    "PG187": (
+        "placement-infeasible",
+        "error",
+        "The rollout workers cannot be placed on the cluster's nodes with the declared "
+        "placement strategy.",
+    ),
+    "PG188": (
+        "empty-bundle",
+        "error",
+        "A placement strategy for rollout workers that reserve no resource (empty bundles).",
+    ),
+    "PG189": (
+        "learner-gpus-unused",
+        "warning",
+        'The learner counts GPUs against the cluster but trains on device "cpu".',
+    ),
     # multi-agent plans
     "PG190": (
         "unknown-policy",

@@ -1,21 +1,26 @@
 """What a plan asks of the machine it runs on: rollout worker processes against CPUs and
 memory (``Capacity``: this machine, a target machine, or a Ray cluster).
 
-What a plan can request today is rollout workers (``WorkerSet.num_workers``; each one a
-Ray actor process with its sub-envs and a policy copy, reserving no Ray CPUs so that a
-small machine can still schedule them). No plan param requests GPUs. Replay buffers are
-sized against the memory actually available before Ray starts, from the env's spaces
-(``plangraph.runtime.memory_check``), which the compiler cannot know.
+What a plan requests: rollout workers (``WorkerSet.num_workers``; each one a Ray actor
+process with its sub-envs and a policy copy), what Ray reserves for each
+(``worker_resources``: CPUs, GPUs, memory, custom resources; by default nothing, so that
+a small machine can still schedule them), how they are placed (``placement_strategy``)
+and the learner's GPUs (``learner.num_gpus``). The totals are checked against the
+machine or cluster (PG186); with the cluster's nodes known (``--address``, ``--node``)
+the placement is replayed over them (``plangraph.compiler.placement``, PG187). Replay
+buffers are sized against the memory actually available before Ray starts, from the
+env's spaces (``plangraph.runtime.memory_check``), which the compiler cannot know.
 """
 
 from __future__ import annotations
 
 from plangraph.compiler.capacity import MAX_WORKERS_PER_CPU, Capacity
 from plangraph.compiler.context import Context, join_hints
+from plangraph.compiler.placement import place_bundles
 from plangraph.ops.resources import WorkerSetParams
 from plangraph.text import brief
 
-__all__ = ["DRIVER_BYTES", "WORKER_BYTES", "check_capacity"]
+__all__ = ["DRIVER_BYTES", "WORKER_BYTES", "check_capacity", "reserved_totals"]
 
 WORKER_BYTES = 370 * 2**20
 """Resident memory of one rollout worker process (bytes): measured 368 MiB (VmRSS) for a
@@ -54,12 +59,134 @@ def _num_workers_hint(ctx: Context, rid: str, wanted: str, advice: str) -> str:
     return join_hints(advice, ctx.config_hint(raw, ["num_workers"], wanted)) or advice
 
 
+_FIELDS = {"CPU": "num_cpus", "GPU": "num_gpus", "memory": "memory"}
+
+
+def _amount(resource: str, value: float) -> str:
+    if resource == "memory":
+        return _fmt_bytes(value)
+    return f"{value:g} {resource}{'s' * (value != 1 and resource in ('CPU', 'GPU'))}"
+
+
+def _bundle_text(bundle: dict[str, float]) -> str:
+    return "{" + ", ".join(f"{k}: {_amount(k, v)}" for k, v in bundle.items()) + "}"
+
+
+def _pointer(rid: str, resource: str) -> str:
+    field = _FIELDS.get(resource)
+    if field is None:
+        return f"/resources/{rid}/params/worker_resources/resources/{resource}"
+    return f"/resources/{rid}/params/worker_resources/{field}"
+
+
+def reserved_totals(sets: list[tuple[str, WorkerSetParams]]) -> dict[str, float]:
+    """What the worker sets reserve in all, by Ray resource name: every remote worker's
+    bundle, plus the learners' GPUs."""
+    total: dict[str, float] = {}
+    for _, ws in sets:
+        for k, v in ws.worker_resources.bundle().items():
+            total[k] = total.get(k, 0.0) + v * ws.num_workers
+        if ws.learner.num_gpus:
+            total["GPU"] = total.get("GPU", 0.0) + ws.learner.num_gpus
+    return dict(sorted(total.items()))
+
+
+def _check_reservations(ctx: Context, sets: list[tuple[str, WorkerSetParams]]) -> None:
+    """PG186 (totals), PG187 (placement on known nodes), PG188 (empty bundles), PG189."""
+    cap: Capacity = ctx.capacity
+    for rid, ws in sets:
+        if (
+            ws.placement_strategy is not None
+            and ws.num_workers
+            and not (ws.worker_resources.bundle())
+        ):
+            ctx.report(
+                "PG188",
+                f"WorkerSet {brief(rid)} places its rollout workers {ws.placement_strategy} "
+                "through a placement group, but each worker reserves nothing "
+                "(worker_resources is all zeros) and Ray refuses empty bundles",
+                pointer=f"/resources/{rid}/params/placement_strategy",
+                hint=f"reserve a resource per worker, e.g. --set {rid}.worker_resources."
+                f"num_cpus=1, or drop placement_strategy (null)",
+            )
+        if ws.learner.num_gpus and ws.learner.device == "cpu":
+            ctx.report(
+                "PG189",
+                f'the learner of WorkerSet {brief(rid)} trains on device "cpu" but counts '
+                f"learner.num_gpus={ws.learner.num_gpus:g} GPU(s) against {cap.where}: "
+                "they stay unused",
+                pointer=f"/resources/{rid}/params/learner/num_gpus",
+                hint='set learner.device to "auto" or "cuda", or learner.num_gpus to 0',
+            )
+    short: set[str] = set()  # worker sets already over a total: placing them says nothing new
+    for resource, want in reserved_totals(sets).items():
+        have = cap.total(resource)
+        if have is None or want <= have + 1e-9:
+            continue
+
+        # Point at the worker set asking for the most of it (its workers, else its learner).
+        def share(s: tuple[str, WorkerSetParams], res: str = resource) -> float:
+            return s[1].worker_resources.bundle().get(res, 0.0) * s[1].num_workers
+
+        rid, ws = max(sets, key=share)
+        per = ws.worker_resources.bundle().get(resource, 0.0)
+        if per:
+            pointer = _pointer(rid, resource)
+            asks = f"{ws.num_workers} rollout workers x {_amount(resource, per)}"
+            fix = (
+                f"reserve less per worker (--set {rid}.worker_resources."
+                f"{_FIELDS.get(resource, 'resources.' + resource)}=...), fewer workers, "
+                "or a machine or cluster that has it"
+            )
+        else:
+            pointer, asks = f"/resources/{rid}/params/learner/num_gpus", "the learner"
+            fix = f"lower {rid}.learner.num_gpus, or run where there are GPUs"
+        short.add(rid)
+        learner = sum(s[1].learner.num_gpus for s in sets) if resource == "GPU" else 0.0
+        parts = asks + (f" + {learner:g} for the learner" if learner and per else "")
+        ctx.report(
+            "PG186",
+            f"the plan reserves {_amount(resource, want)} ({parts}), more than the "
+            f"{_amount(resource, have)} of {cap.where}: Ray would never start "
+            f"{'them' if per else 'it'}, and the run would wait forever",
+            pointer=pointer,
+            hint=fix,
+        )
+    if cap.nodes is None:
+        return
+    free = [n.amounts for n in cap.nodes]
+    for rid, ws in sets:
+        bundle = ws.worker_resources.bundle()
+        if not bundle or not ws.num_workers or rid in short:
+            continue
+        placed = place_bundles(bundle, ws.num_workers, ws.placement_strategy, cap.nodes, free)
+        if placed.problem is None:
+            continue
+        largest = max(cap.nodes, key=lambda n: tuple(n.amounts.get(k, 0.0) for k in bundle))
+        how = ws.placement_strategy or "without a placement group"
+        ctx.report(
+            "PG187",
+            f"WorkerSet {brief(rid)}: {ws.num_workers} rollout workers of "
+            f"{_bundle_text(bundle)} each cannot be placed {how} on the "
+            f"{len(cap.nodes)} node{'s' * (len(cap.nodes) != 1)} of {cap.where}: "
+            f"{placed.problem} (the largest, {largest.label()}, offers "
+            f"{_bundle_text({k: largest.amounts.get(k, 0.0) for k in bundle})})",
+            pointer=f"/resources/{rid}/params/"
+            + ("placement_strategy" if ws.placement_strategy else "worker_resources"),
+            hint="use PACK or SPREAD, fewer workers, smaller worker_resources, or add nodes"
+            if ws.placement_strategy == "STRICT_SPREAD"
+            else "reserve less per worker, use fewer workers, or add nodes",
+        )
+
+
 def check_capacity(ctx: Context) -> None:
-    """Rollout workers fit the CPUs and memory of the machine or Ray cluster."""
+    """Rollout workers fit the CPUs and memory of the machine or Ray cluster; what they
+    (and the learners) reserve fits its resources and, on known nodes, its placement."""
     cap: Capacity = ctx.capacity
     sets = _worker_sets(ctx)
     if not sets:
         return
+    _check_reservations(ctx, sets)
     where = cap.where
     too_many = False
     if cap.cpus is not None:

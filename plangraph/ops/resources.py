@@ -18,6 +18,71 @@ from plangraph.ops.wrappers import WrapperSpec
 
 EnvConfigValue = str | int | float | bool | None
 
+PlacementStrategy = Literal["PACK", "SPREAD", "STRICT_SPREAD"]
+"""How a placement group lays out its bundles over a Ray cluster's nodes (Ray's names):
+``PACK`` as few nodes as possible, ``SPREAD`` as many as possible (best effort),
+``STRICT_SPREAD`` every bundle on its own node (or the group is not placed)."""
+
+
+class WorkerResources(BaseModel):
+    """What Ray reserves for each remote rollout worker (an actor's ``num_cpus``,
+    ``num_gpus``, ``memory`` and custom ``resources``); with a ``placement_strategy`` also
+    the worker's bundle in the worker set's placement group."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
+    num_cpus: float = Field(
+        0.0,
+        ge=0.0,
+        description=(
+            "CPUs reserved per rollout worker (may be fractional; 0: none, so a small "
+            "machine can schedule every worker beside the driver)."
+        ),
+    )
+    num_gpus: float = Field(
+        0.0, ge=0.0, description="GPUs reserved per rollout worker (workers sample on CPU)."
+    )
+    memory: int = Field(
+        0, ge=0, description="Memory reserved per rollout worker (bytes; 0: none reserved)."
+    )
+    resources: dict[str, float] = Field(
+        default_factory=dict,
+        description=(
+            'Custom Ray resources per rollout worker, e.g. {"sim_license": 1}; a node offers '
+            "them with `ray start --resources`."
+        ),
+    )
+
+    def bundle(self) -> dict[str, float]:
+        """The worker's Ray resource request (``{"CPU": 1.0, "GPU": 0.5, ...}``), zeros
+        left out; ``{}`` when it reserves nothing."""
+        out = {"CPU": self.num_cpus, "GPU": self.num_gpus, "memory": float(self.memory)}
+        out.update(self.resources)
+        return {k: float(v) for k, v in sorted(out.items()) if v > 0}
+
+
+class LearnerResources(BaseModel):
+    """Where the worker set's learner policy trains: in the driver, on ``device``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
+    device: Literal["auto", "cpu", "cuda"] = Field(
+        "auto",
+        description=(
+            '"auto": CUDA when torch sees a GPU, else the CPU; "cpu"; "cuda" (an error '
+            "when torch sees none). Batches are copied host-to-device from pinned memory; "
+            "weights reach the rollout workers as CPU arrays (workers stay on the CPU)."
+        ),
+    )
+    num_gpus: float = Field(
+        0.0,
+        ge=0.0,
+        description=(
+            "GPUs the learner counts against the machine or cluster in the capacity check "
+            "(the driver is not a Ray actor, so Ray reserves nothing for it)."
+        ),
+    )
+
 
 class WorkerSetParams(BaseModel):
     """A local learner policy plus ``num_workers`` remote rollout workers (Ray actors).
@@ -92,6 +157,22 @@ class WorkerSetParams(BaseModel):
             "Wait before replacing a dead worker (s), doubled for each earlier replacement "
             "of that worker within the window (at most 60 s)."
         ),
+    )
+    worker_resources: WorkerResources = Field(
+        default_factory=WorkerResources,
+        description="What Ray reserves for each remote rollout worker (CPUs, GPUs, memory).",
+    )
+    placement_strategy: PlacementStrategy | None = Field(
+        None,
+        description=(
+            "Place the rollout workers through a Ray placement group of one bundle per "
+            "worker (worker_resources) with this strategy: PACK, SPREAD or STRICT_SPREAD; "
+            "null: no placement group (Ray places each actor)."
+        ),
+    )
+    learner: LearnerResources = Field(
+        default_factory=LearnerResources,
+        description="The learner's device and GPUs.",
     )
 
     @model_validator(mode="after")

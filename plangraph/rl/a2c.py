@@ -28,7 +28,7 @@ from plangraph.rl.distributions import (
     dist_class,
 )
 from plangraph.rl.models import ActorCritic, EncoderActorCritic, build_encoder
-from plangraph.rl.policy import Stats, TorchPolicy, to_tensor
+from plangraph.rl.policy import Stats, TorchPolicy
 from plangraph.rl.sample_batch import SampleBatch
 
 _SB = SampleBatch
@@ -94,7 +94,7 @@ class ActorCriticPolicy(TorchPolicy):
             unclipped Gaussian samples.
         """
         with torch.inference_mode():
-            logits = self.model.pi(to_tensor(np.asarray(obs))).numpy()
+            logits = self.model.pi(self.obs_tensor(obs)).cpu().numpy()
         if explore:
             actions, logp = self.dist_class.sample(logits, self._action_rng)
         else:
@@ -104,7 +104,7 @@ class ActorCriticPolicy(TorchPolicy):
     def compute_values(self, obs: np.ndarray) -> np.ndarray:
         """``V(obs)``: float32 ``[B]`` for observations ``[B, *obs_shape]``."""
         with torch.inference_mode():
-            return self.model.vf(to_tensor(np.asarray(obs))).numpy()
+            return self.model.vf(self.obs_tensor(obs)).cpu().numpy()
 
     @staticmethod
     def _normalize(adv: torch.Tensor) -> torch.Tensor:
@@ -171,7 +171,7 @@ class A2CPolicy(ActorCriticPolicy):
                 (-logp.mean(), False),
             )
         ]
-        raw = adv.detach().numpy().astype(np.float64)
+        raw = adv.detach().cpu().numpy().astype(np.float64)
         mean = float(raw.mean()) if raw.size else 0.0
         return AdvantageNormTerms(
             rest=parts[0],

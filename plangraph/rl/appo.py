@@ -130,7 +130,7 @@ class APPOPolicy(IMPALAPolicy):
     def get_state(self) -> dict[str, Any]:
         state = super().get_state()
         state["target_weights"] = {
-            k: v.detach().numpy().copy() for k, v in self.target_model.state_dict().items()
+            k: v.detach().cpu().numpy().copy() for k, v in self.target_model.state_dict().items()
         }
         state["kl_coeff"] = self.kl_coeff
         return state

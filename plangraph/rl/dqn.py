@@ -37,7 +37,7 @@ import torch.nn.functional as F
 from plangraph.ops.models import MLPModel
 from plangraph.rl.models import EncoderQNetwork, QNetwork, build_encoder, soft_update
 from plangraph.rl.numpy_policy import EpsilonExploration
-from plangraph.rl.policy import Stats, TorchPolicy, to_tensor
+from plangraph.rl.policy import Stats, TorchPolicy
 from plangraph.rl.sample_batch import SampleBatch
 
 _SB = SampleBatch
@@ -84,7 +84,7 @@ class DQNPolicy(EpsilonExploration, TorchPolicy):
             ``(actions int64 [B], {})``.
         """
         with torch.inference_mode():
-            q = self.model(to_tensor(np.asarray(obs))).numpy()
+            q = self.model(self.obs_tensor(obs)).cpu().numpy()
         actions = q.argmax(axis=1).astype(np.int64)
         if explore:
             n = actions.shape[0]
@@ -96,7 +96,7 @@ class DQNPolicy(EpsilonExploration, TorchPolicy):
     def compute_q_values(self, obs: np.ndarray) -> np.ndarray:
         """Online ``Q(obs, .)``: float32 ``[B, num_actions]``."""
         with torch.inference_mode():
-            return self.model(to_tensor(np.asarray(obs))).numpy()
+            return self.model(self.obs_tensor(obs)).cpu().numpy()
 
     def update_target(self, tau: float = 1.0) -> None:
         """Copy the online network into the target network (``tau = 1``: hard update), or
@@ -138,13 +138,13 @@ class DQNPolicy(EpsilonExploration, TorchPolicy):
             "mean_q": q_t.mean().item(),
             "mean_td_error": td.abs().mean().item(),
             "epsilon": self.epsilon,
-            "td_error": td.detach().numpy().astype(np.float32),
+            "td_error": td.detach().cpu().numpy().astype(np.float32),
         }
 
     def get_state(self) -> dict[str, Any]:
         state = super().get_state()
         state["target_weights"] = {
-            k: v.detach().numpy().copy() for k, v in self.target_model.state_dict().items()
+            k: v.detach().cpu().numpy().copy() for k, v in self.target_model.state_dict().items()
         }
         return state
 

@@ -34,7 +34,14 @@ from typing import Any
 import gymnasium as gym
 from gymnasium.envs.registration import EnvSpec, load_env_creator
 
-__all__ = ["EnvLike", "GymEnvCreator", "env_label", "resolve_env", "ship_by_value"]
+__all__ = [
+    "EnvLike",
+    "GymEnvCreator",
+    "env_label",
+    "is_local_module",
+    "resolve_env",
+    "ship_by_value",
+]
 
 EnvLike = str | Callable[..., gym.Env]
 """A gymnasium env id (``"CartPole-v1"``, ``"my_module:MyEnv-v0"``) or a creator:
@@ -110,7 +117,7 @@ def _installed_dirs() -> tuple[str, ...]:
     return tuple(os.path.realpath(d) + os.sep for d in sorted(dirs) if d)
 
 
-def _is_local(module_name: str) -> bool:
+def is_local_module(module_name: str) -> bool:
     """True for a module that a cluster node would not have: loaded from a file outside
     the interpreter's stdlib and site-packages."""
     top = module_name.partition(".")[0]
@@ -135,13 +142,13 @@ def ship_by_value(env: Callable[..., Any]) -> str | None:
         return None if isinstance(base, str) else ship_by_value(base)
     target: Any = env.spec.entry_point if isinstance(env, GymEnvCreator) else env
     module_name = getattr(target, "__module__", None) or type(target).__module__
-    if not module_name or module_name == "__main__" or not _is_local(module_name):
+    if not module_name or module_name == "__main__" or not is_local_module(module_name):
         return None
     from ray import cloudpickle
 
     top = module_name.partition(".")[0]
     package = sys.modules.get(top)
-    if package is None or not _is_local(top):
+    if package is None or not is_local_module(top):
         package, top = sys.modules[module_name], module_name
     if top not in cloudpickle.list_registry_pickle_by_value():
         cloudpickle.register_pickle_by_value(package)

@@ -37,7 +37,7 @@ from plangraph.rl.seeding import derive_seeds
 from plangraph.rl.worker_set import ResumeWarning, WorkerSet, _set_torch_threads
 
 if TYPE_CHECKING:
-    from plangraph.ops.resources import WorkerSetParams
+    from plangraph.ops.resources import WorkerResources, WorkerSetParams
 
 __all__ = ["MultiAgentWorkerSet", "PolicyMap"]
 
@@ -120,6 +120,9 @@ class MultiAgentWorkerSet(WorkerSet):
         num_cpus_per_worker: float = 0.0,
         learner_torch_threads: int | None = 1,
         restart_policy: RestartPolicy | None = None,
+        worker_resources: WorkerResources | None = None,
+        placement_strategy: str | None = None,
+        learner_device: str = "auto",
     ) -> None:
         if num_workers < 0:
             raise ValueError(f"num_workers must be >= 0, got {num_workers}")
@@ -133,7 +136,15 @@ class MultiAgentWorkerSet(WorkerSet):
         self.policy_config = None
         self.policy_mapping = policy_mapping
         self.seed = int(seed)
-        self.num_cpus_per_worker = float(num_cpus_per_worker)
+        from plangraph.ops.resources import WorkerResources
+
+        if worker_resources is None:
+            worker_resources = WorkerResources(num_cpus=num_cpus_per_worker)
+        self.worker_resources = worker_resources
+        self.placement_strategy = placement_strategy
+        self.placement_group: Any = None
+        self.learner_device = learner_device
+        self.num_cpus_per_worker = float(worker_resources.num_cpus)
         self._global_vars: dict[str, Any] = {}
         self.restart_policy = restart_policy if restart_policy is not None else RestartPolicy()
         self.num_worker_restarts = 0
@@ -162,9 +173,11 @@ class MultiAgentWorkerSet(WorkerSet):
 
         policy_seed, _ = derive_seeds(self.seed, 0, 0)
         seeds = policy_seeds(policy_seed, list(self.policy_configs))
+        # As WorkerSet: the in-process worker acts with the learners, so they stay on CPU.
+        device = "cpu" if self.num_workers == 0 else learner_device
         self.local_policy = PolicyMap(
             {
-                pid: make_policy(*spaces[pid], self.policy_configs[pid], seeds[pid])
+                pid: make_policy(*spaces[pid], self.policy_configs[pid], seeds[pid], device)
                 for pid in sorted(spaces)
             }
         )
@@ -184,6 +197,8 @@ class MultiAgentWorkerSet(WorkerSet):
         from plangraph.rl.envs import ship_by_value
 
         ship_by_value(self.env)
+        if placement_strategy is not None:
+            self.placement_group = self._reserve_placement_group(placement_strategy)
         self.remote_workers = [self._make_remote(i + 1) for i in range(self.num_workers)]
         self.sync_weights()
 
@@ -203,6 +218,9 @@ class MultiAgentWorkerSet(WorkerSet):
             ),
         )
         kwargs.pop("spaces", None)
+        kwargs.setdefault("worker_resources", params.worker_resources)
+        kwargs.setdefault("placement_strategy", params.placement_strategy)
+        kwargs.setdefault("learner_device", params.learner.device)
         mapping = kwargs.pop("policy_mapping", None) or dict(params.policy_mapping)
         assert params.policies is not None
         return cls(
@@ -221,7 +239,7 @@ class MultiAgentWorkerSet(WorkerSet):
         import ray
 
         actor_cls = ray.remote(MultiAgentRolloutWorker)
-        return actor_cls.options(num_cpus=self.num_cpus_per_worker, max_restarts=0).remote(
+        return actor_cls.options(**self._actor_options(worker_index)).remote(
             self.env,
             self.env_config,
             self.num_envs_per_worker,

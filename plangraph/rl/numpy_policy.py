@@ -226,7 +226,8 @@ class EpsilonExploration:
 
 class NumpyPolicy:
     """Base of the numpy sampling policies: weights, global vars and sampling state, with
-    the attributes a ``RolloutWorker`` reads (``num_actions``, ``global_timestep``).
+    the attributes a ``RolloutWorker`` reads (``num_actions``, ``num_dist_inputs``,
+    ``global_timestep``).
 
     Args:
         observation_space: ``Box`` (any shape and dtype).
@@ -247,6 +248,8 @@ class NumpyPolicy:
         self.config = config
         self.obs_dim = int(np.prod(observation_space.shape))
         self.num_actions = int(action_space.n)
+        #: width of ``action_dist_inputs`` (the categorical logits), as ``ActorCriticPolicy``
+        self.num_dist_inputs = self.num_actions
         self.global_timestep = 0
         # TorchPolicy's streams: (action sampling, minibatch shuffling); the second is unused.
         act_seq, _ = np.random.SeedSequence(int(seed)).spawn(2)

@@ -32,6 +32,7 @@ def make_policy(
     action_space: gym.Space[Any],
     config: Any,
     seed: int = 0,
+    device: str = "cpu",
 ) -> TorchPolicy:
     """Build the policy for ``config.algo``: a2c, ppo, dqn, impala, appo or sac
     (``POLICY_CLASSES``).
@@ -42,9 +43,12 @@ def make_policy(
         config: a ``PolicyConfig`` member (``A2CConfig``, ``PPOConfig``, ``DQNConfig``,
             ``IMPALAConfig``, ``APPOConfig``, ``SACConfig``) or an equivalent dict.
         seed: policy seed (see ``TorchPolicy``).
+        device: the learner's device, ``"auto"``, ``"cpu"`` or ``"cuda"``
+            (``plangraph.rl.policy.resolve_device``).
 
     Raises:
         pydantic.ValidationError: ``config`` is a dict that is not a valid policy config.
+        ValueError: ``device`` is ``"cuda"`` and torch sees no GPU.
     """
     cfg = as_policy_config(config)
-    return POLICY_CLASSES[cfg.algo](observation_space, action_space, cfg, seed)
+    return POLICY_CLASSES[cfg.algo](observation_space, action_space, cfg, seed, device)

@@ -59,6 +59,31 @@ def to_tensor(arr: np.ndarray) -> torch.Tensor:
         return torch.from_numpy(arr)
 
 
+def resolve_device(device: str = "cpu") -> torch.device:
+    """``"auto"`` -> CUDA when torch sees a GPU (``torch.cuda.is_available()``), else the
+    CPU; ``"cpu"``; ``"cuda"`` (``"cuda:N"``).
+
+    Raises:
+        ValueError: an unknown device name, or ``"cuda"`` when torch sees no GPU (the
+            message says what torch reports).
+    """
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device == "cpu":
+        return torch.device("cpu")
+    if device == "cuda" or device.startswith("cuda:"):
+        if not torch.cuda.is_available():
+            build = (
+                "a CPU-only build" if torch.version.cuda is None else f"CUDA {torch.version.cuda}"
+            )
+            raise ValueError(
+                f'learner device "{device}": torch {torch.__version__} ({build}) sees no '
+                'CUDA device here; use device "auto" (CUDA when present) or "cpu"'
+            )
+        return torch.device(device)
+    raise ValueError(f'learner device {device!r}: expected "auto", "cpu" or "cuda"')
+
+
 class TorchPolicy:
     """Base class of the A2C, PPO, DQN, IMPALA and APPO policies (``make_policy`` builds them).
 
@@ -69,9 +94,14 @@ class TorchPolicy:
         config: the algorithm's config model from ``plangraph.ops.policies``.
         seed: seeds the torch initialisation (without touching torch's global RNG), action
             sampling and minibatch shuffling.
+        device: where the model trains (``resolve_device``: ``"auto"``, ``"cpu"``,
+            ``"cuda"``). The weights are initialised on the CPU and then moved, so a seed
+            gives the same initial weights on every device; batches are copied to the
+            device from pinned memory; ``get_weights`` always returns CPU arrays.
 
     Raises:
-        ValueError: an unsupported observation or action space.
+        ValueError: an unsupported observation or action space, or a CUDA device torch
+            does not see.
     """
 
     #: batch columns the loss reads (converted to tensors once per ``train`` call)
@@ -85,7 +115,9 @@ class TorchPolicy:
         action_space: gym.Space[Any],
         config: PolicyConfigModel,
         seed: int = 0,
+        device: str = "cpu",
     ) -> None:
+        self.device = resolve_device(device)
         if not isinstance(observation_space, gym.spaces.Box):
             raise ValueError(
                 f"{type(self).__name__} needs a Box observation space, got {observation_space}"
@@ -110,6 +142,11 @@ class TorchPolicy:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(int(seed))
             self.model = self._build_model()
+        if self.device.type != "cpu":
+            # Every module the policy holds (the model, a target network).
+            for value in vars(self).values():
+                if isinstance(value, torch.nn.Module):
+                    value.to(self.device)
         self._params = [p for p in self.model.parameters() if p.requires_grad]
         self.optimizer = _adam(self._params, self.cur_lr)
 
@@ -159,7 +196,19 @@ class TorchPolicy:
                 f"{sorted(batch.keys())}; was the batch postprocessed for "
                 f"algo={self.config.algo!r}?"
             )
-        return {c: to_tensor(batch[c]) for c in cols}
+        return {c: self.to_device(to_tensor(batch[c])) for c in cols}
+
+    def to_device(self, tensor: torch.Tensor) -> torch.Tensor:
+        """``tensor`` (on the CPU) on the learner's device: itself on the CPU; on CUDA a
+        copy through pinned (page-locked) host memory, asynchronous to the host."""
+        if self.device.type == "cpu":
+            return tensor
+        return tensor.pin_memory().to(self.device, non_blocking=True)
+
+    def obs_tensor(self, obs: np.ndarray) -> torch.Tensor:
+        """``obs [B, *obs_shape]`` as a tensor on the learner's device (for acting in the
+        driver: evaluation, ``compute_actions``)."""
+        return self.to_device(to_tensor(np.asarray(obs)))
 
     # --- gradients --------------------------------------------------------------------
     def _grads(
@@ -179,7 +228,7 @@ class TorchPolicy:
             loss, self._params, retain_graph=retain_graph, allow_unused=True
         )
         return [
-            np.zeros(tuple(p.shape)) if g is None else g.detach().numpy().astype(np.float64)
+            np.zeros(tuple(p.shape)) if g is None else g.detach().cpu().numpy().astype(np.float64)
             for g, p in zip(grads, self._params, strict=True)
         ]
 
@@ -215,7 +264,7 @@ class TorchPolicy:
         stats["grad_gnorm"] = float(
             torch.linalg.vector_norm(torch.stack([g.norm() for g in grads]))
         )
-        return [g.detach().numpy().copy() for g in grads], stats
+        return [g.detach().cpu().numpy().copy() for g in grads], stats
 
     def apply_gradients(self, grads: list[np.ndarray]) -> Stats:
         """One optimizer step with ``grads`` (clipped to ``grad_clip`` global L2 norm).
@@ -231,7 +280,7 @@ class TorchPolicy:
                 raise ValueError(
                     f"gradient {i} has shape {np.shape(g)}, parameter has {tuple(p.shape)}"
                 )
-            tensors.append(torch.tensor(np.asarray(g), dtype=p.dtype))
+            tensors.append(torch.tensor(np.asarray(g), dtype=p.dtype, device=p.device))
         return self._apply(tensors)
 
     def _learn_on_tensors(self, t: Mapping[str, torch.Tensor], with_stats: bool = True) -> Stats:
@@ -280,6 +329,7 @@ class TorchPolicy:
             # One gather per column and epoch, in minibatch order; each minibatch is then a
             # slice of it (a view, no copy): the same rows as gathering each one alone.
             order = torch.from_numpy(np.concatenate(idxs) if len(idxs) > 1 else idxs[0])
+            order = order.to(self.device)
             shuffled = {k: v[order] for k, v in t.items()}
             start = 0
             for idx in idxs:
@@ -306,8 +356,9 @@ class TorchPolicy:
 
     # --- weights and state ------------------------------------------------------------
     def get_weights(self) -> dict[str, np.ndarray]:
-        """Model weights as ``name -> numpy copy`` (what rollout workers need)."""
-        return {k: v.detach().numpy().copy() for k, v in self.model.state_dict().items()}
+        """Model weights as ``name -> numpy copy`` on the CPU, whatever the learner's device
+        (what rollout workers need: they sample on the CPU)."""
+        return {k: v.detach().cpu().numpy().copy() for k, v in self.model.state_dict().items()}
 
     def set_weights(self, weights: Mapping[str, np.ndarray]) -> None:
         """Load weights from ``get_weights()`` of a policy with the same config.

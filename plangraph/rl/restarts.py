@@ -24,7 +24,13 @@ from pathlib import Path
 
 from plangraph.flow.errors import OperatorError
 
-__all__ = ["MAX_BACKOFF_S", "RestartPolicy", "WorkerRestartError", "describe_actor_death"]
+__all__ = [
+    "MAX_BACKOFF_S",
+    "RestartPolicy",
+    "WorkerRestartError",
+    "describe_actor_death",
+    "missing_module",
+]
 
 MAX_BACKOFF_S = 60.0
 """Upper bound of one backoff wait (s), however many replacements came before."""
@@ -131,7 +137,10 @@ def describe_actor_death(error: BaseException) -> str:
     pid_match = re.search(r"\bpid[:=] ?(\d+)", message)
     pid = int(pid_match.group(1)) if pid_match else None
     exit_match = re.search(r"Worker exit type: (\S+) Worker exit detail: ([^.]*\.)", message)
-    if exit_match:
+    node_match = re.search(r"its node has died\. Node Id: ([0-9a-f]+)", message)
+    if node_match:
+        parts.append(f"its node {node_match.group(1)[:12]} died")
+    elif exit_match:
         parts.append(f"worker process exit type {exit_match.group(1)}: {exit_match.group(2)}")
     elif "creation task" in message:
         lines = [ln.strip() for ln in message.strip().splitlines() if ln.strip()]
@@ -144,6 +153,14 @@ def describe_actor_death(error: BaseException) -> str:
         if tail:
             parts.append("its last stderr lines: " + " | ".join(tail))
     return "; ".join(parts)
+
+
+def missing_module(error: BaseException) -> str | None:
+    """The module a dead actor could not import (its constructor, or unpickling its
+    arguments, raised ``ModuleNotFoundError``), or ``None``."""
+    message = str(getattr(error, "error_msg", "") or error)
+    m = re.search(r"ModuleNotFoundError: No module named '([^']+)'", message)
+    return m.group(1) if m else None
 
 
 def _stderr_tail(pid: int) -> list[str]:

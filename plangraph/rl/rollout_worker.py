@@ -616,6 +616,30 @@ class RolloutWorker:
         """Liveness probe for ``WorkerSet`` health checks."""
         return True
 
+    def location(self) -> dict[str, Any]:
+        """Where this worker runs: ``worker_index``, ``pid``, ``hostname`` and, in a Ray
+        actor, the Ray ``node_id`` (hex) and ``node_ip`` of its node (both ``None`` in
+        the driver's local worker)."""
+        import os
+        import socket
+
+        node_id = node_ip = None
+        try:
+            import ray
+
+            if ray.is_initialized():
+                node_id = ray.get_runtime_context().get_node_id()
+                node_ip = ray.util.get_node_ip_address()
+        except Exception:  # location is informational; never fail a worker over it
+            pass
+        return {
+            "worker_index": self.worker_index,
+            "pid": os.getpid(),
+            "hostname": socket.gethostname(),
+            "node_id": node_id,
+            "node_ip": node_ip,
+        }
+
     def stop(self) -> None:
         """Close the vector env."""
         self.env.close()

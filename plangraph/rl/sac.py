@@ -130,7 +130,14 @@ class SACPolicy(TorchPolicy):
         action_space: gym.Space[Any],
         config: SACConfig,
         seed: int = 0,
+        device: str = "cpu",
     ) -> None:
+        if device == "cuda" or device.startswith("cuda:"):
+            # Its squashing constants and sampling generator live on the CPU.
+            raise ValueError(
+                f'learner device "{device}": the SAC learner trains on the CPU only; use '
+                'learner.device "auto" or "cpu"'
+            )
         if isinstance(action_space, gym.spaces.Box) and not (
             len(action_space.shape) == 1
             and np.all(np.isfinite(action_space.low))

@@ -27,11 +27,19 @@ they see the weights the workers will sample with) and the global vars last broa
 ``set_state()`` sends each worker its own state back (one call per worker, waited for).
 Together with the learner policy's state this resumes sampling exactly where it stopped.
 
-Actors reserve ``num_cpus_per_worker`` CPUs (default 0: on a 2-core machine the driver,
-the workers and any replay/learner actors must all be schedulable at once; rollout workers
-call ``torch.set_num_threads(1)`` themselves).
+Actors reserve ``worker_resources`` (``plangraph.ops.resources.WorkerResources``: CPUs,
+GPUs, memory, custom resources; default nothing: on a 2-core machine the driver, the
+workers and any replay/learner actors must all be schedulable at once; rollout workers
+call ``torch.set_num_threads(1)`` themselves). With a ``placement_strategy`` (``PACK``,
+``SPREAD``, ``STRICT_SPREAD``) the workers are placed through a Ray placement group of one
+bundle per worker, reserved (and waited for, at most ``PLACEMENT_TIMEOUT_S``) before any
+worker starts; worker ``i`` runs in bundle ``i - 1``, and so does its replacement. When a
+node dies, Ray re-reserves its bundles on the remaining nodes where they fit, and the
+replaced workers start there.
 
-The learner runs in the process that builds the ``WorkerSet`` (the driver), which sets
+The learner runs in the process that builds the ``WorkerSet`` (the driver), on
+``learner_device`` (``"auto"``: CUDA when torch sees it) when there are remote workers
+(with ``num_workers == 0`` the learner is the local worker's policy, on the CPU); it sets
 ``torch.set_num_threads(learner_torch_threads)`` (default 1). The policies are small MLPs
 updated on minibatches of a few hundred rows: a second intra-op thread buys nothing there,
 and its spin-waiting competes with the rollout workers for the same cores (measured on
@@ -40,23 +48,34 @@ and its spin-waiting competes with the rollout workers for the same cores (measu
 
 from __future__ import annotations
 
+import sys
 import warnings
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from plangraph.errors import BuildError
 from plangraph.rl.envs import resolve_env, ship_by_value
 from plangraph.rl.policy_config import as_policy_config
-from plangraph.rl.restarts import RestartPolicy, WorkerRestartError, describe_actor_death
+from plangraph.rl.restarts import (
+    RestartPolicy,
+    WorkerRestartError,
+    describe_actor_death,
+    missing_module,
+)
 from plangraph.rl.rollout_worker import EnvSpec, RolloutWorker
 from plangraph.rl.sample_batch import SampleBatch
 from plangraph.rl.seeding import derive_seeds
 from plangraph.startup_trace import mark
 
 if TYPE_CHECKING:
-    from plangraph.ops.resources import WorkerSetParams
+    from plangraph.ops.resources import WorkerResources, WorkerSetParams
     from plangraph.rl.policy import TorchPolicy
+
+PLACEMENT_TIMEOUT_S = 60.0
+"""How long (s) a worker set waits for its placement group to be reserved before the
+build fails (the cluster lacks the resources, or they are held by others)."""
 
 
 def _set_torch_threads(threads: int | None) -> None:
@@ -82,7 +101,15 @@ class WorkerSet:
         rollout_fragment_length: env steps per sub-env per ``sample()``.
         policy_config: policy config model or dict (``plangraph.ops.policies``).
         seed: the run seed.
-        num_cpus_per_worker: CPUs each remote actor reserves in Ray (may be fractional).
+        num_cpus_per_worker: CPUs each remote actor reserves in Ray (may be fractional);
+            used when ``worker_resources`` is None.
+        worker_resources: what Ray reserves for each remote worker (CPUs, GPUs, memory,
+            custom resources); None: ``num_cpus_per_worker`` CPUs and nothing else.
+        placement_strategy: ``"PACK"``, ``"SPREAD"`` or ``"STRICT_SPREAD"``: place the
+            remote workers through a placement group of one ``worker_resources`` bundle
+            each; None: no placement group.
+        learner_device: ``"auto"``, ``"cpu"`` or ``"cuda"`` for the learner policy (with
+            remote workers; ``plangraph.rl.policy.resolve_device``).
         learner_torch_threads: ``torch.set_num_threads`` of this (the learner's) process;
             None leaves torch's setting alone.
         restart_policy: how often a dead remote worker is replaced (default
@@ -115,10 +142,21 @@ class WorkerSet:
         learner_torch_threads: int | None = 1,
         restart_policy: RestartPolicy | None = None,
         spaces: tuple[Any, Any] | Callable[[], tuple[Any, Any] | None] | None = None,
+        worker_resources: WorkerResources | None = None,
+        placement_strategy: str | None = None,
+        learner_device: str = "auto",
         obs_filter: bool = False,
     ) -> None:
+        from plangraph.ops.resources import WorkerResources
+
         if num_workers < 0:
             raise ValueError(f"num_workers must be >= 0, got {num_workers}")
+        if worker_resources is None:
+            worker_resources = WorkerResources(num_cpus=num_cpus_per_worker)
+        self.worker_resources = worker_resources
+        self.placement_strategy = placement_strategy
+        self.placement_group: Any = None
+        self.learner_device = learner_device
         # Resolved here, in the driver where it is registered: the creator travels to
         # the workers, whose own gymnasium registries may not know the id.
         self.env = resolve_env(env)
@@ -129,7 +167,7 @@ class WorkerSet:
         self.rollout_fragment_length = int(rollout_fragment_length)
         self.policy_config = as_policy_config(policy_config)
         self.seed = int(seed)
-        self.num_cpus_per_worker = float(num_cpus_per_worker)
+        self.num_cpus_per_worker = float(worker_resources.num_cpus)
         self._global_vars: dict[str, Any] = {}
         self.restart_policy = restart_policy if restart_policy is not None else RestartPolicy()
         self.num_worker_restarts = 0
@@ -154,6 +192,8 @@ class WorkerSet:
         import ray
 
         ship_by_value(self.env)
+        if placement_strategy is not None:
+            self.placement_group = self._reserve_placement_group(placement_strategy)
         self.remote_workers = [self._make_remote(i + 1) for i in range(self.num_workers)]
         mark("actors_started")
         if callable(spaces):
@@ -170,7 +210,13 @@ class WorkerSet:
 
         _set_torch_threads(learner_torch_threads)
         policy_seed, _ = derive_seeds(self.seed, 0, 0)
-        self.local_policy = make_policy(obs_space, act_space, self.policy_config, policy_seed)
+        try:
+            self.local_policy = make_policy(
+                obs_space, act_space, self.policy_config, policy_seed, learner_device
+            )
+        except BaseException:
+            self.stop()
+            raise
         mark("learner_built")
         self.sync_weights()
 
@@ -203,6 +249,9 @@ class WorkerSet:
         kwargs.setdefault(
             "obs_filter", any(w.name == "normalize_observation" for w in params.wrappers)
         )
+        kwargs.setdefault("worker_resources", params.worker_resources)
+        kwargs.setdefault("placement_strategy", params.placement_strategy)
+        kwargs.setdefault("learner_device", params.learner.device)
         return cls(
             env,
             params.num_workers,
@@ -213,11 +262,76 @@ class WorkerSet:
             **kwargs,
         )
 
+    # --- placement --------------------------------------------------------------------
+    def _reserve_placement_group(self, strategy: str) -> Any:
+        """Reserve one ``worker_resources`` bundle per remote worker with ``strategy`` and
+        wait (at most ``PLACEMENT_TIMEOUT_S``) until Ray has placed them all.
+
+        Raises:
+            BuildError: the bundle is empty, or the group is not placed in time (the
+                cluster's free resources, as Ray reports them, are in the message).
+        """
+        import ray
+        from ray.util.placement_group import placement_group, remove_placement_group
+
+        bundle = self.worker_resources.bundle()
+        if not bundle:
+            raise BuildError(
+                f"placement_strategy {strategy!r}: each rollout worker's bundle is empty; "
+                "a placement group needs a resource per bundle (set worker_resources.num_cpus, "
+                "e.g. 1)"
+            )
+        pg = placement_group([dict(bundle) for _ in range(self.num_workers)], strategy=strategy)
+        try:
+            ray.get(pg.ready(), timeout=PLACEMENT_TIMEOUT_S)
+        except ray.exceptions.GetTimeoutError:
+            remove_placement_group(pg)
+            free = ray.available_resources()
+            raise BuildError(
+                f"placement group of {self.num_workers} rollout workers x {bundle} "
+                f"({strategy}) was not placed within {PLACEMENT_TIMEOUT_S:g} s; the cluster has "
+                f"free {_fmt_resources(free)}: lower worker_resources or num_workers, pick "
+                "another placement_strategy, or add nodes"
+            ) from None
+        return pg
+
+    def _actor_options(self, worker_index: int) -> dict[str, Any]:
+        """``ray.remote(...).options`` of remote worker ``worker_index``."""
+        r = self.worker_resources
+        opts: dict[str, Any] = {"num_cpus": r.num_cpus, "max_restarts": 0}
+        if r.num_gpus:
+            opts["num_gpus"] = r.num_gpus
+        if r.memory:
+            opts["memory"] = r.memory
+        if r.resources:
+            opts["resources"] = dict(r.resources)
+        if self.placement_group is not None:
+            from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+            opts["scheduling_strategy"] = PlacementGroupSchedulingStrategy(
+                self.placement_group, placement_group_bundle_index=worker_index - 1
+            )
+        return opts
+
+    def worker_locations(self, timeout_s: float = 30.0) -> list[dict[str, Any] | None]:
+        """Where each remote worker runs (``RolloutWorker.location``: node id and IP, pid),
+        in ``remote_workers`` order; ``None`` for a worker that does not answer (dead, or
+        not started within ``timeout_s`` seconds). ``[]`` without remote workers."""
+        import ray
+
+        out: list[dict[str, Any] | None] = []
+        for ref in [w.location.remote() for w in self.remote_workers]:
+            try:
+                out.append(ray.get(ref, timeout=timeout_s))
+            except (ray.exceptions.RayError, TimeoutError):
+                out.append(None)
+        return out
+
     def _make_remote(self, worker_index: int) -> Any:
         import ray
 
         actor_cls = ray.remote(RolloutWorker)
-        worker = actor_cls.options(num_cpus=self.num_cpus_per_worker, max_restarts=0).remote(
+        worker = actor_cls.options(**self._actor_options(worker_index)).remote(
             self.env,
             self.num_envs_per_worker,
             self.rollout_fragment_length,
@@ -466,6 +580,22 @@ class WorkerSet:
         worker_index = position + 1
         policy = self.restart_policy
         cause = describe_actor_death(error)
+        missing = missing_module(error)
+        if missing is not None:
+            # A node without a package: a replacement there would fail the same way.
+            raise WorkerRestartError(
+                node_id,
+                worker_index,
+                0,
+                cause,
+                f"WorkerRestartError: rollout worker {worker_index} cannot import module "
+                f"{missing!r} on its node ({cause}). Every package the env or the plan's "
+                "operators import must be installed on every node (pip install "
+                f"{missing.split('.')[0]} there); a module of your own is shipped when the "
+                "plan file imports it or --import names it (plangraph run --address ships "
+                "them as a runtime_env)",
+                str(getattr(error, "error_msg", "") or error),
+            ) from error
         if policy.restarts_in_window(worker_index) == 0:
             self._first_death[worker_index] = cause  # a new window: this is the original
         original = self._first_death.setdefault(worker_index, cause)
@@ -489,6 +619,18 @@ class WorkerSet:
             time.sleep(backoff_s)  # exponential backoff: a crash loop must not spin
         worker = self.recreate_worker(position)
         self.num_worker_restarts += 1
+        print(
+            f"plangraph: rollout worker {worker_index} died ({cause}); replaced it "
+            f"(replacement {policy.restarts_in_window(worker_index)} of at most "
+            f"{policy.max_restarts} within {policy.window_s:g} s)"
+            + (
+                "; it starts where its placement group bundle is re-reserved"
+                if self.placement_group is not None
+                else ""
+            ),
+            file=sys.stderr,
+            flush=True,
+        )
         return worker
 
     def recreate_failed_workers(self, timeout_s: float = 30.0) -> list[int]:
@@ -511,3 +653,21 @@ class WorkerSet:
                 except Exception:  # already dead is fine
                     pass
             self.remote_workers = []
+        if self.placement_group is not None:
+            from ray.util.placement_group import remove_placement_group
+
+            try:
+                remove_placement_group(self.placement_group)
+            except Exception:  # Ray already shut down: nothing is reserved any more
+                pass
+            self.placement_group = None
+
+
+def _fmt_resources(resources: Mapping[str, float]) -> str:
+    """``{"CPU": 2.0, "memory": 1e9, "node:...": 1}`` -> ``"CPU 2, memory 0.9 GiB"``."""
+    parts = []
+    for k, v in sorted(resources.items()):
+        if k.startswith("node:") or k == "object_store_memory":
+            continue
+        parts.append(f"{k} {v / 2**30:.1f} GiB" if k == "memory" else f"{k} {v:g}")
+    return ", ".join(parts) or "nothing"

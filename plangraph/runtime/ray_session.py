@@ -6,7 +6,7 @@ import os
 import socket
 
 # One bound (MAX_WORKERS_PER_CPU) for the compiler's capacity check and the build.
-from plangraph.compiler.capacity import MAX_WORKERS_PER_CPU, Capacity
+from plangraph.compiler.capacity import MAX_WORKERS_PER_CPU, Capacity, NodeCapacity
 from plangraph.errors import BuildError
 
 ADDRESS_TIMEOUT_S = 5.0
@@ -29,9 +29,10 @@ def cluster_cpus() -> int:
 
 
 def cluster_capacity(address: str) -> Capacity:
-    """What the Ray cluster at ``address`` reports (``ray.cluster_resources()``: CPUs,
-    memory for tasks and actors, GPUs); joins it for the call and leaves again, or reads
-    the cluster this process is already connected to.
+    """What the Ray cluster at ``address`` reports: its alive nodes (``ray.nodes()``)
+    with their resources (CPUs, memory for tasks and actors, GPUs, custom ones), and
+    their totals; joins it for the call and leaves again, or reads the cluster this
+    process is already connected to.
 
     Raises:
         BuildError: ``address`` is unreachable (see ``check_address``).
@@ -45,17 +46,18 @@ def cluster_capacity(address: str) -> Capacity:
             address=address, include_dashboard=False, configure_logging=False, log_to_driver=False
         )
     try:
-        res = ray.cluster_resources()
+        nodes = sorted(
+            (
+                NodeCapacity.of(n["NodeID"], n.get("NodeManagerAddress", "?"), n["Resources"])
+                for n in ray.nodes()
+                if n.get("Alive")
+            ),
+            key=lambda n: n.node_id,
+        )
     finally:
         if joined_here:
             ray.shutdown()
-    memory = res.get("memory")
-    return Capacity(
-        f"the Ray cluster at {address}",
-        float(res["CPU"]) if "CPU" in res else None,
-        int(memory) if memory is not None else None,
-        float(res.get("GPU", 0.0)),
-    )
+    return Capacity.of_nodes(f"the Ray cluster at {address}", tuple(nodes))
 
 
 def max_workers(cpus: int) -> int:
@@ -102,9 +104,14 @@ def check_address(address: str, *, timeout_s: float = ADDRESS_TIMEOUT_S) -> None
         ) from None
 
 
-def ensure_ray(address: str | None = None) -> None:
+def ensure_ray(address: str | None = None) -> list[str]:
     """Start Ray in-process (as many CPUs as the machine has), or join the cluster at
     ``address``; no dashboard. Does nothing when Ray is already initialised.
+
+    Joining a cluster ships the user's own code with the job's ``runtime_env``
+    (``py_modules``: ``plangraph.runtime.shipping.local_module_paths``), so that its
+    nodes need only plangraph and the installed packages. Returns the paths shipped
+    (``[]`` when nothing was, or Ray was already initialised).
 
     Raises:
         BuildError: ``address`` is unreachable (see ``check_address``).
@@ -112,12 +119,21 @@ def ensure_ray(address: str | None = None) -> None:
     import ray
 
     if ray.is_initialized():
-        return
+        return []
     if address:
+        from plangraph.runtime.shipping import local_module_paths
+
         check_address(address)
-        ray.init(address=address, include_dashboard=False, configure_logging=False)
-    else:
-        ray.init(address="local", include_dashboard=False, configure_logging=False)
+        shipped = local_module_paths()
+        ray.init(
+            address=address,
+            include_dashboard=False,
+            configure_logging=False,
+            runtime_env={"py_modules": shipped} if shipped else None,
+        )
+        return shipped
+    ray.init(address="local", include_dashboard=False, configure_logging=False)
+    return []
 
 
 def _stop_autoscaler_monitor() -> None:

@@ -97,6 +97,30 @@ def ignoring_sigint() -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
 
 
+def progress_columns(*, evaluating: bool) -> list[Any]:
+    """The progress bar's columns (rich ``ProgressColumn``s), reading the task fields
+    ``iteration, steps, ret, eval, sps, eta``; the ``eval`` column only for a run that
+    evaluates, so that a run that does not fits an 80-column terminal with its elapsed
+    time in full."""
+    from rich.progress import BarColumn, TextColumn, TimeElapsedColumn
+
+    columns: list[Any] = [
+        TextColumn("[bold]iter {task.fields[iteration]}"),
+        BarColumn(),
+        TextColumn("{task.percentage:>3.0f}%"),
+        TextColumn("env steps {task.fields[steps]}"),
+        TextColumn("return {task.fields[ret]}"),
+    ]
+    if evaluating:
+        columns.append(TextColumn("eval {task.fields[eval]}"))
+    columns += [
+        TextColumn("{task.fields[sps]} steps/s"),
+        TimeElapsedColumn(),
+        TextColumn("ETA {task.fields[eta]}"),
+    ]
+    return columns
+
+
 def train_until(
     algo: Algorithm,
     stop: StopCriteria,
@@ -122,19 +146,11 @@ def train_until(
     checkpoints it does not keep (``plangraph.runtime.retention``).
     """
     from rich.console import Console
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import Progress
 
     console = console or Console(stderr=True)
     progress = Progress(
-        TextColumn("[bold]iter {task.fields[iteration]}"),
-        BarColumn(),
-        TextColumn("{task.percentage:>3.0f}%"),
-        TextColumn("env steps {task.fields[steps]}"),
-        TextColumn("return {task.fields[ret]}"),
-        TextColumn("eval {task.fields[eval]}"),
-        TextColumn("{task.fields[sps]} steps/s"),
-        TimeElapsedColumn(),
-        TextColumn("ETA {task.fields[eta]}"),
+        *progress_columns(evaluating=bool(getattr(algo, "evaluation_interval", 0))),
         console=console,
         disable=not show_progress,
         transient=False,
