@@ -196,3 +196,24 @@ def test_a_pettingzoo_env_runs_through_a_plan() -> None:
             not np.array_equal(before[pid][k], w) for k, w in after[pid].get_weights().items()
         ]
         assert any(changed), pid
+
+
+def test_progress_shows_one_return_per_policy() -> None:
+    from plangraph.runtime.metric_tags import metric_tags
+    from plangraph.runtime.run_loop import _progress_line
+
+    result: Any = {
+        "iteration": 3,
+        "num_env_steps_sampled": 3072,
+        "episode_return_mean": 60.5,
+        "policies": {
+            "dqn_policy": {"episode_return_mean": 20.25, "learner": {"epsilon": 0.5}},
+            "ppo_policy": {},  # no episode ended yet
+        },
+    }
+    assert _progress_line(result) == (
+        "iter 3: env steps 3,072, return dqn_policy 20.2, ppo_policy -"
+    )
+    tags = metric_tags(result)
+    assert tags["policies/dqn_policy/episode_return_mean"] == 20.25
+    assert tags["policies/dqn_policy/learner/epsilon"] == 0.5

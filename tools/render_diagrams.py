@@ -47,6 +47,8 @@ SEED_PLANS = (
     "apex",
     "ppo_pendulum",
     "sac_pendulum",
+    "two_trainer",
+    "ppo_multiagent",
 )
 """The plans the README shows, headline (`plangraph run plans/ppo.json`) first; every plan
 in plans/ gets a diagram."""

@@ -36,6 +36,8 @@ GROUP_OF_KEY: dict[str, str] = {
     "num_env_steps_trained": "counters",
     "num_target_updates": "counters",
     "num_worker_restarts": "counters",
+    "num_agent_steps_sampled": "counters",
+    "num_agent_steps_trained": "counters",
 }
 """The group of each top-level scalar result key; the tag is ``<group>/<key>``."""
 
@@ -44,10 +46,12 @@ NESTED_GROUP: dict[str, str] = {
     "evaluation": "eval",
     "counters": "counters",
     "timers": "time/node",
+    "policies": "policies",
 }
 """The tag prefix of each nested result key: ``learner/total_loss``,
 ``eval/episode_return_mean``, ``counters/num_updates/train``, ``time/node/rollouts``
-(seconds per item of that plan node)."""
+(seconds per item of that plan node), ``policies/dqn_policy/episode_return_mean`` (a
+multi-agent plan's per-policy results)."""
 
 _SKIPPED = frozenset({"timestamp"})  # wall-clock time of day, not a metric
 

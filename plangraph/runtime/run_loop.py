@@ -264,7 +264,7 @@ def _show(progress: Any, task: Any, stop: StopCriteria, result: Result, elapsed_
         completed=int(frac * 1000),
         iteration=result.get("iteration", 0),
         steps=_fmt(result.get("num_env_steps_sampled")),
-        ret=_fmt(result.get("episode_return_mean"), ".1f"),
+        ret=_return_text(result),
         sps=_fmt(result.get("env_steps_per_s")),
         eta=eta,
     )
@@ -282,7 +282,18 @@ def _progress_line(result: Result) -> str:
     return (
         f"iter {result.get('iteration')}: "
         f"env steps {_fmt(result.get('num_env_steps_sampled'))}, "
-        f"return {_fmt(result.get('episode_return_mean'), '.1f')}{greedy}"
+        f"return {_return_text(result)}{greedy}"
+    )
+
+
+def _return_text(result: Result) -> str:
+    """``episode_return_mean`` as shown; a multi-agent run shows one return per policy
+    (``ppo_policy 500.0, dqn_policy 451.7``: its agents' episodes)."""
+    policies = result.get("policies")
+    if not policies:
+        return _fmt(result.get("episode_return_mean"), ".1f")
+    return ", ".join(
+        f"{pid} {_fmt(p.get('episode_return_mean'), '.1f')}" for pid, p in policies.items()
     )
 
 
