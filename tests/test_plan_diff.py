@@ -154,6 +154,7 @@ def test_nodes_added_removed_rewired_retyped_and_params() -> None:
     assert train.output_type == ("TrainInfo", "GradInfo")
     assert {x.name: x.status for x in train.params} == {
         "num_sgd_iter": "removed",
+        "policies": "removed",
         "sgd_minibatch_size": "removed",
         "update_workers_every": "removed",
     }
