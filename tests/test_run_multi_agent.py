@@ -217,3 +217,10 @@ def test_progress_shows_one_return_per_policy() -> None:
     tags = metric_tags(result)
     assert tags["policies/dqn_policy/episode_return_mean"] == 20.25
     assert tags["policies/dqn_policy/learner/epsilon"] == 0.5
+
+
+def test_greedy_evaluation_of_a_multi_agent_plan_is_refused_clearly() -> None:
+    from plangraph.errors import BuildError
+
+    with pytest.raises(BuildError, match="multi-agent worker set is not supported yet"):
+        _two_trainer(num_workers=0, evaluation_interval=1)

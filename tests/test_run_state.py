@@ -37,7 +37,7 @@ def conforms(value: object, hint: object) -> bool:
 
 def test_result_keys_are_derived_from_the_schema() -> None:
     assert RESULT_KEYS == set(Result.__annotations__)
-    assert set(NESTED_RESULT_KEYS) == {"counters", "timers", "learner", "evaluation"}
+    assert set(NESTED_RESULT_KEYS) == {"counters", "timers", "learner", "evaluation", "policies"}
     assert EPISODE_STAT_KEYS == {
         "episode_return_mean",
         "episode_return_min",

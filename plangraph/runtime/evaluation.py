@@ -43,6 +43,14 @@ class Evaluator:
     """
 
     def __init__(self, worker_set: Any, lock: threading.RLock, *, episodes: int, seed: int) -> None:
+        if getattr(worker_set, "multi_agent", False):
+            from plangraph.errors import BuildError
+
+            raise BuildError(
+                "greedy evaluation (--evaluation-interval) of a multi-agent worker set is not "
+                "supported yet; each policy's training returns are in the result under "
+                "policies/<id>/episode_return_mean"
+            )
         learner = worker_set.local_policy
         self.worker_set = worker_set
         self.lock = lock

@@ -123,7 +123,9 @@ RESULT_KEYS: frozenset[str] = frozenset(RESULT_TYPES)
 EPISODE_STAT_KEYS: frozenset[str] = frozenset(_EpisodeStats.__optional_keys__)
 """The keys absent until the first training episode ends."""
 
-MULTI_AGENT_KEYS: frozenset[str] = frozenset(_MultiAgent.__annotations__)
+MULTI_AGENT_KEYS: frozenset[str] = frozenset(
+    _MultiAgent.__optional_keys__ - _EpisodeStats.__optional_keys__
+)
 """The keys only multi-agent plans report."""
 
 EVALUATION_KEY = "evaluation"

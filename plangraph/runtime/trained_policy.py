@@ -198,6 +198,12 @@ def load_policy(
     rid, params = _worker_set_params(path, resource)
     if rid not in ckpt.state["policies"]:
         raise CheckpointError(f"{path}: state holds no policy for WorkerSet {rid!r}")
+    if params.policy is None:
+        raise BuildError(
+            f"{path}: WorkerSet {rid!r} is multi-agent (policies "
+            f"{', '.join(sorted(params.policies or {}))}); playing a trained multi-agent "
+            "checkpoint is not supported yet"
+        )
     creator = resolve_worker_env(rid, params.env if env is None else env)
     probe = creator()
     try:

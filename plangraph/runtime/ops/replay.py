@@ -111,17 +111,19 @@ def _store_to_replay_actors(node: Any, ctx: BuildContext) -> Callable[[Any], Any
     p = node.params
     shards = ctx.replay_actor_set(p.buffer)
     by_worker = p.shard == "by_worker"
+    policies = tuple(p.policies)
 
     def store(batch: Any) -> Any:
         metrics = get_metrics()
-        count = batch.env_steps()
+        rows = _policy_rows(node.id, batch, policies)  # one policy's rows of a multi-agent batch
+        count = rows.env_steps() if rows is batch else rows.count
         if count == 0:
             return batch
         shard = shards.shard_for(metrics.current_actor if by_worker else None)
         # The object ref the rollout worker's result came in, when this is that very
         # batch: the shard reads it from the object store, the driver sends nothing again.
         held = metrics.current_ref
-        payload = held[0] if held is not None and held[1] is batch else batch
+        payload = held[0] if held is not None and held[1] is rows else rows
         before = shards.num_restarts
         shards.add(shard, payload, count, node.id)
         _count_restarts(shards, before)
