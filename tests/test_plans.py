@@ -21,7 +21,9 @@ NAMES = (
     "appo",
     "dqn",
     "impala",
+    "impala_pong",
     "ppo",
+    "ppo_halfcheetah",
     "ppo_pendulum",
     "sac_pendulum",
 )

@@ -74,6 +74,7 @@ from plangraph.rl.policy import TorchPolicy, as_policy_config
 from plangraph.rl.postprocessing import compute_gae, compute_n_step_returns
 from plangraph.rl.sample_batch import SampleBatch
 from plangraph.rl.seeding import derive_seeds
+from plangraph.rl.wrappers import make_env
 
 EnvSpec = str | Callable[[], gym.Env]
 """A gymnasium env id (``"CartPole-v1"``) or a zero-argument creator of a ``gym.Env``."""
@@ -93,7 +94,7 @@ def env_creator(env: EnvSpec) -> Callable[[], gym.Env]:
         env_id = env
 
         def _make() -> gym.Env:
-            return gym.make(env_id)
+            return make_env(env_id)
 
         return _make
     if callable(env):

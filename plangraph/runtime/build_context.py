@@ -31,6 +31,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from plangraph.errors import BuildError
+from plangraph.ops.env_extras import EnvDependencyError, missing_dependency, register_env_namespace
+from plangraph.ops.wrappers import wrapped_env
 from plangraph.runtime.run_state import RunState
 
 if TYPE_CHECKING:
@@ -60,7 +62,10 @@ def _with_overrides(rid: str, params: Any, updates: dict[str, Any]) -> Any:
         try:
             if module:
                 importlib.import_module(module)
+            register_env_namespace(env_id)
             gymnasium.spec(env_id)
+        except EnvDependencyError as exc:
+            raise BuildError(f"resource {rid!r} (/resources/{rid}/params/env): {exc}") from exc
         except ImportError as exc:
             raise BuildError(
                 f"resource {rid!r}: env {params.env!r}: cannot import module {module!r} "
@@ -71,9 +76,29 @@ def _with_overrides(rid: str, params: Any, updates: dict[str, Any]) -> Any:
                 f"resource {rid!r}: env {params.env!r} is not a registered gymnasium env: "
                 f"{exc} (pass --env with an id from gymnasium.registry)"
             ) from exc
+        _check_creatable(rid, params)
         if "env" in updates:  # the plan's own env was checked by the compiler
             _check_spaces(rid, params)
     return params
+
+
+def _check_creatable(rid: str, params: Any) -> None:
+    """Refuse a registered env that cannot be created here (a missing optional extra:
+    ``HalfCheetah-v5`` without ``mujoco``), naming what to install, before any actor
+    starts. The compiler's space reading caches the envs it created, so only an env it
+    could not create is made again here."""
+    from plangraph.compiler.env_spaces import env_spaces
+    from plangraph.rl.wrappers import make_env
+
+    if ":" in params.env or env_spaces(params.env, params.wrappers) is not None:
+        return
+    try:
+        env = wrapped_env(make_env(params.env), params.wrappers)
+    except Exception as exc:
+        missing = missing_dependency(params.env, exc)
+        what = missing or f"env {params.env!r} cannot be created: {type(exc).__name__}: {exc}"
+        raise BuildError(f"resource {rid!r} (/resources/{rid}/params/env): {what}") from exc
+    env.close()
 
 
 def _check_spaces(rid: str, params: Any) -> None:
