@@ -40,6 +40,8 @@ SEED_PLANS = (
     "appo",
     "ppo_pendulum",
     "sac_pendulum",
+    "ppo_halfcheetah",
+    "impala_pong",
 )
 """The plans the README shows, headline (`plangraph run plans/ppo.json`) first; every plan
 in plans/ gets a diagram."""

@@ -1,7 +1,9 @@
 """Learning benchmark: train the plans on their tasks until solved; print a table.
 
 The CartPole plans on CartPole-v1 (target 475); ``ppo_pendulum`` and ``sac_pendulum`` on
-Pendulum-v1 (target -200), see ``TASKS``.
+Pendulum-v1 (target -200); ``ppo_halfcheetah`` on HalfCheetah-v5 (target 1500) and
+``impala_pong`` on ALE/Pong-v5 (target 18), which run only when named in ``--plans``
+(``NOT_BY_DEFAULT``); see ``TASKS``.
 
 For every (plan, seed) the plan JSON (``plans/<plan>.json``) is compiled, built with
 ``--num-workers`` rollout workers and trained one iteration at a time until
@@ -22,7 +24,7 @@ unsolved ones are counted, never averaged in).
 
 Usage::
 
-    .venv/bin/python tools/train_all.py                      # all four plans, seeds 0..9
+    .venv/bin/python tools/train_all.py                      # the default plans, seeds 0..9
     .venv/bin/python tools/train_all.py --plans dqn --num-seeds 20   # seeds 0..19
     .venv/bin/python tools/train_all.py --plans ppo dqn --seeds 0 1 --budget dqn=150000
     .venv/bin/python tools/train_all.py --plans ppo --set ppo.lr=1e-3 --verbose
@@ -54,15 +56,24 @@ BUDGETS: dict[str, int] = {
     "appo": 1_000_000,
     "ppo_pendulum": 1_000_000,
     "sac_pendulum": 30_000,
+    "ppo_halfcheetah": 1_000_000,
+    "impala_pong": 10_000_000,
 }
 """Env steps (sampled) within which each plan must solve its task (the issues)."""
 
 TASKS: dict[str, tuple[str, float]] = {
     "ppo_pendulum": ("Pendulum-v1", -200.0),
     "sac_pendulum": ("Pendulum-v1", -200.0),
+    "ppo_halfcheetah": ("HalfCheetah-v5", 1500.0),
+    "impala_pong": ("ALE/Pong-v5", 18.0),
 }
 """``(env, target episode_return_mean)`` of the plans not judged on CartPole-v1 (475)."""
 DEFAULT_TASK = ("CartPole-v1", 475.0)
+
+NOT_BY_DEFAULT = ("ppo_halfcheetah", "impala_pong")
+"""Plans run only when named in ``--plans``: hours (HalfCheetah) to days (Pong) of
+training on a 2-core machine (their throughput: ``tools/bench_throughput.py``); they need
+the ``mujoco`` and ``atari`` extras."""
 
 DEFAULT_NUM_SEEDS = 10
 """Seeds ``0 .. DEFAULT_NUM_SEEDS - 1`` by default: a plan is judged on its spread over
@@ -227,7 +238,12 @@ def parse_budgets(items: list[str]) -> dict[str, int]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--plans", nargs="+", default=list(BUDGETS), metavar="PLAN")
+    parser.add_argument(
+        "--plans",
+        nargs="+",
+        default=[p for p in BUDGETS if p not in NOT_BY_DEFAULT],
+        metavar="PLAN",
+    )
     seeds = parser.add_mutually_exclusive_group()
     seeds.add_argument("--seeds", nargs="+", type=int, metavar="SEED", help="explicit seeds")
     seeds.add_argument(
