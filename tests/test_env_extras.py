@@ -4,6 +4,7 @@ Box actions checked by the compiler, and the message when an extra is missing.""
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -11,6 +12,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import ray
+import torch
 
 import plangraph
 from plangraph import cli
@@ -167,3 +170,35 @@ def test_an_env_whose_module_import_fails_is_refused_at_build(tmp_path: Path) ->
         "which is not installed; install the package that provides it, here and wherever "
         "the rollout workers run\nray started: False\n"
     )
+
+
+def test_the_pong_plan_runs_on_real_ray_without_ale(ray_session: None) -> None:
+    """plans/impala_pong's dataflow (async rollouts, IMPALA learner thread, the default
+    Nature CNN) on an ALE-free env of uint8 [84, 84, 4] frames: the frames reach the
+    learner as uint8 and it trains."""
+    from tests.image_envs import ATARI_FRAMES
+
+    plan = json.loads((ROOT / "plans" / "impala_pong.json").read_text(encoding="utf-8"))
+    params = plan["resources"]["workers"]["params"]
+    params["wrappers"] = [w for w in params["wrappers"] if w["name"] != "atari_preprocessing"]
+    plan["config"].update(
+        env=f"tests.image_envs:{ATARI_FRAMES}", num_envs_per_worker=2,
+        rollout_fragment_length=10, train_batch_size=40, min_env_steps_per_iter=80,
+    )  # fmt: skip
+    algo = plangraph.compile(plan).build(seed=0)
+    try:
+        result = algo.train()
+        workers = algo.ctx.worker_sets["workers"]
+        fragment = ray.get(workers.remote_workers[0].sample.remote())
+        convs = [m for m in workers.local_policy.model.modules() if isinstance(m, torch.nn.Conv2d)]
+    finally:
+        algo.stop()
+    assert fragment[SampleBatch.OBS].dtype == np.uint8
+    assert fragment[SampleBatch.OBS].shape == (20, 84, 84, 4)
+    assert [(c.out_channels, c.kernel_size[0], c.stride[0]) for c in convs] == [
+        (32, 8, 4),
+        (64, 4, 2),
+        (64, 3, 1),
+    ]  # the Nature CNN, the default for [84, 84, 4] frames
+    assert result["num_env_steps_trained"] >= 80
+    assert np.isfinite(result["learner"]["total_loss"])
