@@ -141,15 +141,19 @@ class TimeLimitParams(_Params):
 
 
 class AtariPreprocessingParams(_Params):
+    # Upper bounds: the compiler creates the wrapped env to read its spaces, and a stack
+    # of 10**5 frames would allocate gigabytes there.
     frame_skip: int = Field(
-        4, ge=1, description="Emulator frames per env step (the action repeats; max-pooled)."
+        4, ge=1, le=64, description="Emulator frames per env step (the action repeats; max-pooled)."
     )
-    screen_size: int = Field(84, ge=1, description="Frames are resized to screen_size^2.")
+    screen_size: int = Field(
+        84, ge=1, le=1024, description="Frames are resized to screen_size x screen_size."
+    )
     grayscale: bool = Field(True, description="Grey-scale frames (else RGB).")
     frame_stack: int = Field(
-        4, ge=1, description="The last frame_stack frames, stacked on the channel axis."
+        4, ge=1, le=64, description="The last frame_stack frames, stacked on the channel axis."
     )
-    noop_max: int = Field(30, ge=0, description="Up to noop_max no-op actions at reset.")
+    noop_max: int = Field(30, ge=0, le=10_000, description="Up to noop_max no-op actions at reset.")
     terminal_on_life_loss: bool = Field(False, description="End the episode on a lost life.")
 
 
