@@ -95,9 +95,13 @@ def register_env_namespace(env_id: str) -> None:
     module = NAMESPACE_MODULES.get(namespace.rpartition(":")[2]) if sep else None
     if module is not None:
         try:
-            importlib.import_module(module)
+            imported = importlib.import_module(module)
         except ImportError as exc:
             raise EnvDependencyError(_message(env_id, module)) from exc
+        if module == "ale_py":
+            # errors only: not the emulator's banner on stderr for every env it makes
+            # (each rollout worker's sub-envs, and `plangraph validate`)
+            imported.ALEInterface.setLoggerMode(imported.LoggerMode.Error)
     route_mujoco_warnings(env_id)
 
 
