@@ -200,5 +200,7 @@ def test_the_pong_plan_runs_on_real_ray_without_ale(ray_session: None) -> None:
         (64, 4, 2),
         (64, 3, 1),
     ]  # the Nature CNN, the default for [84, 84, 4] frames
-    assert result["num_env_steps_trained"] >= 80
+    # the iteration ends on the learner's output: at least one train batch (how many more
+    # the thread trains meanwhile depends on timing)
+    assert result["num_env_steps_trained"] >= 40
     assert np.isfinite(result["learner"]["total_loss"])
