@@ -125,7 +125,7 @@ def test_list_codes(capsys: pytest.CaptureFixture[str]) -> None:
     assert {r["code"] for r in json.loads(out)} == set(CODES)
 
 
-def test_validate_imports_neither_ray_nor_torch() -> None:
+def test_validate_imports_neither_ray_nor_torch(tmp_path: Path) -> None:
     code = (
         "import sys\n"
         "from plangraph.cli import main\n"
@@ -133,11 +133,14 @@ def test_validate_imports_neither_ray_nor_torch() -> None:
         "heavy = sorted(m for m in ('ray', 'torch', 'gymnasium') if m in sys.modules)\n"
         "print(rc, heavy)\n"
     )
-    # The first validate after gymnasium's envs change (an install) reads the env spaces
-    # by making one env, and caches them on disk; a repeated one imports none of the three.
+    # Its own env-spaces cache (not the user's, which other processes rewrite): the first
+    # run creates CartPole once (gymnasium), the second reads the cache only.
+    env = {**os.environ, "PLANGRAPH_CACHE_DIR": str(tmp_path)}
+    outs = []
     for _ in range(2):
         proc = subprocess.run(
-            [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=False
+            [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True
         )
         assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip().splitlines()[-1] == "0 []"
+        outs.append(proc.stdout.strip().splitlines()[-1])
+    assert outs == ["0 ['gymnasium']", "0 []"]

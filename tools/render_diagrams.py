@@ -49,6 +49,8 @@ SEED_PLANS = (
     "sac_pendulum",
     "two_trainer",
     "ppo_multiagent",
+    "ppo_halfcheetah",
+    "impala_pong",
 )
 """The plans the README shows, headline (`plangraph run plans/ppo.json`) first; every plan
 in plans/ gets a diagram."""

@@ -2,8 +2,9 @@
 
 The CartPole plans on CartPole-v1 (target 475); ``ppo_pendulum`` and ``sac_pendulum`` on
 Pendulum-v1 (target -200); the multi-agent ``two_trainer`` and ``ppo_multiagent`` on
-MultiAgentCartPole with 2 agents (every policy's return of its last 100 episodes >= 450),
-see ``TASKS``.
+MultiAgentCartPole with 2 agents (every policy's return of its last 100 episodes >= 450);
+``ppo_halfcheetah`` on HalfCheetah-v5 (target 1500) and ``impala_pong`` on ALE/Pong-v5
+(target 18), which run only when named in ``--plans`` (``NOT_BY_DEFAULT``); see ``TASKS``.
 
 For every (plan, seed) the plan JSON (``plans/<plan>.json``) is compiled, built with
 ``--num-workers`` rollout workers and trained one iteration at a time until
@@ -24,7 +25,7 @@ unsolved ones are counted, never averaged in).
 
 Usage::
 
-    .venv/bin/python tools/train_all.py                      # all four plans, seeds 0..9
+    .venv/bin/python tools/train_all.py                      # the default plans, seeds 0..9
     .venv/bin/python tools/train_all.py --plans dqn --num-seeds 20   # seeds 0..19
     .venv/bin/python tools/train_all.py --plans ppo dqn --seeds 0 1 --budget dqn=150000
     .venv/bin/python tools/train_all.py --plans ppo --set ppo.lr=1e-3 --verbose
@@ -60,6 +61,8 @@ BUDGETS: dict[str, int] = {
     "sac_pendulum": 30_000,
     "two_trainer": 400_000,
     "ppo_multiagent": 400_000,
+    "ppo_halfcheetah": 1_000_000,
+    "impala_pong": 10_000_000,
 }
 """Env steps (sampled) within which each plan must solve its task (the issues)."""
 
@@ -68,10 +71,17 @@ TASKS: dict[str, tuple[str, float]] = {
     "sac_pendulum": ("Pendulum-v1", -200.0),
     "two_trainer": ("MultiAgentCartPole", 450.0),
     "ppo_multiagent": ("MultiAgentCartPole", 450.0),
+    "ppo_halfcheetah": ("HalfCheetah-v5", 1500.0),
+    "impala_pong": ("ALE/Pong-v5", 18.0),
 }
 """``(env, target episode_return_mean)`` of the plans not judged on CartPole-v1 (475); a
 multi-agent plan is judged on its worst policy (``judged_return``)."""
 DEFAULT_TASK = ("CartPole-v1", 475.0)
+
+NOT_BY_DEFAULT = ("ppo_halfcheetah", "impala_pong")
+"""Plans run only when named in ``--plans``: hours (HalfCheetah) to days (Pong) of
+training on a 2-core machine (their throughput: ``tools/bench_throughput.py``); they need
+the ``mujoco`` and ``atari`` extras."""
 
 DEFAULT_NUM_SEEDS = 10
 """Seeds ``0 .. DEFAULT_NUM_SEEDS - 1`` by default: a plan is judged on its spread over
@@ -247,7 +257,12 @@ def parse_budgets(items: list[str]) -> dict[str, int]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--plans", nargs="+", default=list(BUDGETS), metavar="PLAN")
+    parser.add_argument(
+        "--plans",
+        nargs="+",
+        default=[p for p in BUDGETS if p not in NOT_BY_DEFAULT],
+        metavar="PLAN",
+    )
     seeds = parser.add_mutually_exclusive_group()
     seeds.add_argument("--seeds", nargs="+", type=int, metavar="SEED", help="explicit seeds")
     seeds.add_argument(

@@ -7,7 +7,9 @@ describes its spaces as plain data (:class:`SpaceInfo`).
 
 Only ids in gymnasium's registry are created: an id with a ``module:`` prefix (the
 module registers the env when imported) is not imported at compile time, so its spaces
-are unknown and the checks that need them are skipped.
+are unknown and the checks that need them are skipped. The namespaces of plangraph's
+optional extras (``ALE/...``, ``plangraph.ops.env_extras``) are registered first; an env
+whose extra is missing has unknown spaces here, and the build names the extra to install.
 
 Cache. ``plangraph validate`` must stay fast, and importing gymnasium (with numpy) costs
 about as much as the rest of the compiler, so descriptions are cached in-process and on
@@ -138,6 +140,12 @@ def _write_cache(path: Path, key: str, envs: dict[str, Any]) -> None:
 def _create(env_id: str, specs: str) -> EnvSpaces | None:
     import gymnasium
 
+    from plangraph.ops.env_extras import EnvDependencyError, register_env_namespace
+
+    try:
+        register_env_namespace(env_id)  # ALE/...: ale_py registers them when imported
+    except EnvDependencyError:  # the build names the extra to install
+        return None
     if env_id not in gymnasium.registry:
         return None
     try:

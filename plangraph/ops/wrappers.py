@@ -10,7 +10,9 @@ workers, and the compiler when it reads the wrapped env's spaces).
 Built in (``plangraph/rl/wrappers.py``): ``clip_reward``, ``scale_reward``,
 ``flatten_observation`` (e.g. a ``Discrete`` observation to its one-hot ``Box``),
 ``normalize_observation`` (running mean and std pooled over the worker set's rollout
-workers, synced with each weight broadcast and saved in checkpoints) and ``time_limit``.
+workers, synced with each weight broadcast and saved in checkpoints), ``time_limit`` and
+``atari_preprocessing`` (frame skip, grey scale, resize 84x84, frame stack 4: uint8
+``[84, 84, 4]`` frames, the Nature CNN's input; needs the ``atari`` extra).
 :func:`register_wrapper` adds one; :func:`wrapped_env` applies a list of them.
 """
 
@@ -138,6 +140,23 @@ class TimeLimitParams(_Params):
     max_episode_steps: int = Field(ge=1, description="Env steps after which to truncate.")
 
 
+class AtariPreprocessingParams(_Params):
+    # Upper bounds: the compiler creates the wrapped env to read its spaces, and a stack
+    # of 10**5 frames would allocate gigabytes there.
+    frame_skip: int = Field(
+        4, ge=1, le=64, description="Emulator frames per env step (the action repeats; max-pooled)."
+    )
+    screen_size: int = Field(
+        84, ge=1, le=1024, description="Frames are resized to screen_size x screen_size."
+    )
+    grayscale: bool = Field(True, description="Grey-scale frames (else RGB).")
+    frame_stack: int = Field(
+        4, ge=1, le=64, description="The last frame_stack frames, stacked on the channel axis."
+    )
+    noop_max: int = Field(30, ge=0, le=10_000, description="Up to noop_max no-op actions at reset.")
+    terminal_on_life_loss: bool = Field(False, description="End the episode on a lost life.")
+
+
 for _kind in (
     WrapperKind(
         "clip_reward",
@@ -164,6 +183,14 @@ for _kind in (
         "plangraph.rl.wrappers:normalize_observation",
         "Standardise observations by running mean and std pooled over all rollout workers "
         "(synced with each weight broadcast, saved in checkpoints).",
+    ),
+    WrapperKind(
+        "atari_preprocessing",
+        AtariPreprocessingParams,
+        "plangraph.rl.wrappers:atari_preprocessing",
+        "Atari frames as the Nature DQN reads them (Mnih et al. 2015; gymnasium's "
+        "AtariPreprocessing + FrameStackObservation): frame skip, grey scale, resize, "
+        "frame stack; uint8 [screen_size, screen_size, frame_stack] observations.",
     ),
     WrapperKind(
         "time_limit",

@@ -78,6 +78,7 @@ from plangraph.rl.row_layout import action_row, sample_row_layout
 from plangraph.rl.sample_batch import SampleBatch
 from plangraph.rl.seeding import derive_seeds
 from plangraph.rl.worker_gradients import WorkerGradients, sample_and_compute_gradients
+from plangraph.rl.wrappers import make_env
 from plangraph.startup_trace import mark
 
 # Torch loads only where a torch policy is built: a worker sampling with numpy never
@@ -110,7 +111,7 @@ def env_creator(env: EnvSpec) -> Callable[[], gym.Env]:
         env_id = env
 
         def _make() -> gym.Env:
-            return gym.make(env_id)
+            return make_env(env_id)
 
         return _make
     if callable(env):

@@ -13,15 +13,18 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from plangraph.ops.env_extras import EnvDependencyError, missing_dependency, register_env_namespace
 from plangraph.ops.wrappers import wrapped_env
 from plangraph.rl.envs import env_label
 
 __all__ = [
     "NormalizeObservation",
     "WrappedEnvCreator",
+    "atari_preprocessing",
     "clip_reward",
     "find_normalizers",
     "flatten_observation",
+    "make_env",
     "merge_moments",
     "normalize_observation",
     "scale_reward",
@@ -55,8 +58,105 @@ def time_limit(env: gym.Env, max_episode_steps: int) -> gym.Env:
     return gym.wrappers.TimeLimit(env, max_episode_steps)
 
 
+_MAKE_WRAPPERS = (
+    gym.wrappers.OrderEnforcing,
+    gym.wrappers.PassiveEnvChecker,
+    gym.wrappers.TimeLimit,
+)
+"""What ``gymnasium.make`` itself wraps an env in."""
+
+
+def _without_frame_skipping(env: gym.Env) -> gym.Env:
+    """``env`` made again with ``frameskip=1``: ``ALE/...-v5`` envs repeat each action 4
+    frames themselves, and AtariPreprocessing must see every frame to skip and max-pool."""
+    cur: Any = env
+    while isinstance(cur, gym.Wrapper):
+        if not isinstance(cur, _MAKE_WRAPPERS):
+            raise ValueError(
+                f"atari_preprocessing must be the first (innermost) of a worker set's "
+                f"wrappers, but the env is already wrapped in {type(cur).__name__}: it makes "
+                "the ALE env again without its own frame skipping"
+            )
+        cur = cur.env
+    spec = env.unwrapped.spec
+    if spec is None:
+        raise ValueError("atari_preprocessing needs an env made by gymnasium.make (no spec)")
+    env.close()
+    return gym.make(spec.id, **{**spec.kwargs, "frameskip": 1})
+
+
+class _StackOnChannels(gym.ObservationWrapper):
+    """FrameStackObservation's ``[k, H, W]`` (or ``[k, H, W, C]``) uint8 stack as one
+    channels-last image ``[H, W, k]`` (``[H, W, k * C]``), the layout the CNN reads."""
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        shape = env.observation_space.shape
+        k, h, w = shape[:3]
+        c = shape[3] if len(shape) == 4 else 1
+        self.observation_space = gym.spaces.Box(0, 255, (h, w, k * c), np.uint8)
+
+    def observation(self, observation: Any) -> np.ndarray:
+        x = np.moveaxis(np.asarray(observation), 0, 2)  # [H, W, k(, C)]
+        return np.ascontiguousarray(x.reshape(self.observation_space.shape))
+
+
+def atari_preprocessing(
+    env: gym.Env,
+    frame_skip: int,
+    screen_size: int,
+    grayscale: bool,
+    frame_stack: int,
+    noop_max: int,
+    terminal_on_life_loss: bool,
+) -> gym.Env:
+    """An ALE env as the Nature DQN reads it (Mnih et al. 2015; Machado et al. 2018 for
+    the v5 envs' sticky actions, which are kept): up to ``noop_max`` no-ops at reset,
+    each action repeated ``frame_skip`` frames with the last two max-pooled, frames
+    grey-scaled and resized to ``screen_size`` x ``screen_size`` (gymnasium's
+    ``AtariPreprocessing``), the last ``frame_stack`` stacked on the channel axis
+    (``FrameStackObservation``). Observations: uint8 ``[screen_size, screen_size,
+    frame_stack]`` (``x 3`` channels without grey scale), never scaled: the CNN divides
+    by 255 inside the model, so replay and the object store hold bytes.
+
+    Raises:
+        ValueError: not the innermost wrapper of an env made by ``gymnasium.make``.
+        gymnasium.error.DependencyNotInstalled: OpenCV (the ``atari`` extra) is missing.
+    """
+    if frame_skip > 1 and getattr(env.unwrapped, "_frameskip", 1) != 1:
+        env = _without_frame_skipping(env)
+    env = gym.wrappers.AtariPreprocessing(
+        env,
+        noop_max=noop_max,
+        frame_skip=frame_skip,
+        screen_size=screen_size,
+        terminal_on_life_loss=terminal_on_life_loss,
+        grayscale_obs=grayscale,
+        scale_obs=False,
+    )
+    return _StackOnChannels(gym.wrappers.FrameStackObservation(env, frame_stack))
+
+
+def make_env(env_id: str) -> gym.Env:
+    """``gymnasium.make(env_id)``, after importing the module that registers ``env_id``'s
+    namespace (``ALE/...``: ``ale_py``; ``plangraph.ops.env_extras``).
+
+    Raises:
+        EnvDependencyError: a package the env needs is not installed; the message names
+            the plangraph extra to install (``pip install 'plangraph[atari]'``).
+    """
+    register_env_namespace(env_id)
+    try:
+        return gym.make(env_id)
+    except (ImportError, gym.error.DependencyNotInstalled) as exc:
+        missing = missing_dependency(env_id, exc)
+        if missing is None:
+            raise
+        raise EnvDependencyError(missing) from exc
+
+
 class WrappedEnvCreator:
-    """The env of ``base`` (a gymnasium id, or a creator such as
+    """The env of ``base`` (a gymnasium id, made by ``make_env``, or a creator such as
     ``plangraph.rl.envs.resolve_env`` returns) inside the worker set's wrappers; picklable
     (rollout workers are Ray actors), so it travels instead of a closure."""
 
@@ -65,7 +165,7 @@ class WrappedEnvCreator:
         self.wrappers = tuple(wrappers)
 
     def __call__(self) -> gym.Env:
-        env = gym.make(self.base) if isinstance(self.base, str) else self.base()
+        env = make_env(self.base) if isinstance(self.base, str) else self.base()
         return wrapped_env(env, self.wrappers)
 
     def __repr__(self) -> str:

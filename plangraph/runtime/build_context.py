@@ -31,6 +31,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from plangraph.errors import BuildError
+from plangraph.ops.env_extras import EnvDependencyError, missing_dependency, register_env_namespace
+from plangraph.ops.wrappers import wrapped_env
 from plangraph.runtime.run_state import RunState
 from plangraph.startup_trace import mark
 
@@ -81,7 +83,11 @@ def resolve_worker_env(rid: str, env: Any) -> Any:
 
     module = env.rpartition(":")[0] if isinstance(env, str) else ""
     try:
+        if isinstance(env, str):
+            register_env_namespace(env.rpartition(":")[2])  # ALE/...: ale_py registers it
         return resolve_env(env)
+    except EnvDependencyError as exc:
+        raise BuildError(f"resource {rid!r} (/resources/{rid}/params/env): {exc}") from exc
     except ImportError as exc:
         where = f"module {module!r}" if module else "its entry point"
         raise BuildError(
@@ -121,6 +127,25 @@ def _wrapped(env: Any, params: Any) -> Any:
     from plangraph.rl.wrappers import WrappedEnvCreator
 
     return WrappedEnvCreator(env, params.wrappers)
+
+
+def _check_creatable(rid: str, params: Any) -> None:
+    """Refuse a registered env that cannot be created here (a missing optional extra:
+    ``HalfCheetah-v5`` without ``mujoco``), naming what to install, before any actor
+    starts. The compiler's space reading caches the envs it created, so only an env it
+    could not create is made again here."""
+    from plangraph.compiler.env_spaces import env_spaces
+    from plangraph.rl.wrappers import make_env
+
+    if ":" in params.env or env_spaces(params.env, params.wrappers) is not None:
+        return
+    try:
+        env = wrapped_env(make_env(params.env), params.wrappers)
+    except Exception as exc:
+        missing = missing_dependency(params.env, exc)
+        what = missing or f"env {params.env!r} cannot be created: {type(exc).__name__}: {exc}"
+        raise BuildError(f"resource {rid!r} (/resources/{rid}/params/env): {what}") from exc
+    env.close()
 
 
 def _check_spaces(rid: str, params: Any) -> None:
@@ -264,6 +289,10 @@ class BuildContext:
         }
         for rid in sorted(multi):
             envs[rid] = _resolve_multi_agent_env(rid, env if env is not None else params[rid].env)
+        if not callable(env):  # a registered env that cannot be made here: say what to install
+            for rid in sorted(set(envs) - multi):
+                if isinstance(params[rid].env, str):
+                    _check_creatable(rid, params[rid])
         if isinstance(env, str):  # the plan's own env was checked by the compiler
             for rid in envs:
                 if rid not in multi:
