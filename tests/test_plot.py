@@ -43,7 +43,7 @@ def test_plot_writes_a_png_of_two_seeds(
 
     out = tmp_path / "curves.png"
     assert main(["plot", *map(str, two_seeds), "-o", str(out)]) == 0
-    assert capsys.readouterr().out.strip() == f"wrote {out} (1 curves from 2 runs)"
+    assert capsys.readouterr().out.strip() == f"wrote {out} (1 curve from 2 runs)"
     image = matplotlib.image.imread(out)
     assert image.shape[0] > 300 and image.shape[1] > 1000  # two panels side by side
     # Not a blank canvas: lines and a band were drawn.

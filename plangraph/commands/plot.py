@@ -230,5 +230,9 @@ def run(args: argparse.Namespace) -> int:
         draw(groups, args.output, axes=axes, metric=args.metric, band=args.band, title=args.title)
     except OSError as exc:
         return _error(f"-o {args.output}: cannot write ({exc})")
-    print(f"wrote {args.output} ({len(groups)} curves from {len(curves)} runs)")
+    print(f"wrote {args.output} ({_count(len(groups), 'curve')} from {_count(len(curves), 'run')})")
     return 0
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}{'s' if n != 1 else ''}"

@@ -137,7 +137,7 @@ class TrainedPolicy:
         num_envs: int | None = None,
         on_frame: Callable[[np.ndarray], None] | None = None,
         render_mode: str | None = None,
-    ) -> dict[str, float]:
+    ) -> dict[str, float | int]:
         """Play ``episodes`` greedy episodes here, seeded from ``seed``'s evaluation stream
         (``plangraph.rl.evaluation``); returns ``episode_return_mean/std/min/max``,
         ``episode_len_mean`` and ``episodes``. ``on_frame`` gets every frame of the first
@@ -162,7 +162,7 @@ class TrainedPolicy:
         finally:
             for e in envs:
                 e.close()
-        return {**played.stats(), "episodes": float(episodes)}
+        return {**played.stats(), "episodes": int(episodes)}
 
 
 def load_policy(
