@@ -121,7 +121,7 @@ def test_an_env_that_cannot_be_created_is_a_build_error_naming_it() -> None:
     compiled = plangraph.compile(
         ROOT / "plans" / "ppo.json", config={"env": "PlangraphTest/Broken-v0", "num_workers": 1}
     )
-    with pytest.raises(BuildError, match="could not be created") as err:
+    with pytest.raises(BuildError, match="cannot be created") as err:
         compiled.build(seed=0)
     assert "'PlangraphTest/Broken-v0'" in str(err.value)
     assert "licence file is missing" in str(err.value)

@@ -88,13 +88,18 @@ def resolve_worker_env(rid: str, env: Any) -> Any:
         return resolve_env(env)
     except EnvDependencyError as exc:
         raise BuildError(f"resource {rid!r} (/resources/{rid}/params/env): {exc}") from exc
-    except ImportError as exc:
-        where = f"module {module!r}" if module else "its entry point"
-        raise BuildError(
-            f"resource {rid!r}: env {env!r}: cannot import {where} ({exc}); it must be "
-            "importable here (the driver), from where it travels to the rollout workers"
-        ) from exc
-    except gymnasium.error.Error as exc:
+    except (ImportError, gymnasium.error.Error) as exc:
+        # A module the env needs is missing (an optional extra: mujoco, ale_py): say which
+        # and how to install it, rather than that the env is unknown.
+        missing = missing_dependency(str(env).rpartition(":")[2], exc)
+        if missing is not None:
+            raise BuildError(f"resource {rid!r} (/resources/{rid}/params/env): {missing}") from exc
+        if isinstance(exc, ImportError):
+            where = f"module {module!r}" if module else "its entry point"
+            raise BuildError(
+                f"resource {rid!r}: env {env!r}: cannot import {where} ({exc}); it must be "
+                "importable here (the driver), from where it travels to the rollout workers"
+            ) from exc
         raise BuildError(
             f"resource {rid!r}: env {env!r} is not a registered gymnasium env: {exc} (pass "
             "--env with an id from gymnasium.registry; a custom env is registered with "
