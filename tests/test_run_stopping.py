@@ -73,3 +73,30 @@ def test_run_log_jsonl_and_tensorboard(tmp_path: Path) -> None:
 def test_flatten_scalars_skips_non_numeric() -> None:
     flat = dict(flatten_scalars({"a": 1, "b": {"c": 2.5, "d": "x"}, "e": True, "f": float("inf")}))
     assert flat == {"a": 1.0, "b/c": 2.5}
+
+
+def test_per_policy_stop_keys_are_checked() -> None:
+    ok = StopCriteria.parse(["policies/dqn_policy/episode_return_mean=450"])
+    assert ok.met({"policies": {"dqn_policy": {"episode_return_mean": 451.0}}})
+    StopCriteria.parse(["policies/ppo_policy/learner/kl=1"])
+    with pytest.raises(StopCriterionError, match="did you mean episode_return_mean"):
+        StopCriteria.parse(["policies/dqn_policy/episode_retrun_mean=1"])
+    with pytest.raises(StopCriterionError, match="learner is a dict"):
+        StopCriteria.parse(["policies/dqn_policy/learner=1"])
+
+
+def test_a_stop_key_of_a_policy_the_plan_lacks_is_refused_before_the_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from plangraph import cli
+
+    plans = Path(__file__).resolve().parent.parent / "plans"
+    argv = ["run", str(plans / "two_trainer.json"), "--max-iterations", "1", "--out"]
+    stop = ["--stop", "policies/dqn_polcy/episode_return_mean=1"]
+    assert cli.main([*argv, str(tmp_path / "a"), *stop]) == 2
+    err = capsys.readouterr().err
+    assert "declares no policy 'dqn_polcy'; did you mean dqn_policy" in err
+    assert not (tmp_path / "a").exists()
+    single = ["run", str(plans / "ppo.json"), "--max-iterations", "1", "--out", str(tmp_path)]
+    assert cli.main([*single, "--stop", "policies/p/episode_return_mean=1"]) == 2
+    assert "the plan has no policies table" in capsys.readouterr().err

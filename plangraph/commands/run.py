@@ -189,7 +189,12 @@ def _prepare(args: argparse.Namespace) -> _Launch | int:
     must not start (usage problems raise ``PlangraphError``, caught by ``run``)."""
     from plangraph.commands.run_args import PLAN_SNAPSHOT_FILE, RunArgs, read_run_args
     from plangraph.commands.user_modules import import_user_modules
-    from plangraph.runtime.stopping import StopCriteria, check_result_key, parse_key_values
+    from plangraph.runtime.stopping import (
+        StopCriteria,
+        check_policy_keys,
+        check_result_key,
+        parse_key_values,
+    )
 
     problem = _option_problem(args) or import_user_modules(args.imports)
     if problem:
@@ -268,6 +273,15 @@ def _prepare(args: argparse.Namespace) -> _Launch | int:
         print(f"{plan_path}: not run: fix the errors above first", file=sys.stderr)
         return 1
     mark("compiled")
+    # A policies/<id>/... criterion of a policy the plan does not have would never be met.
+    policy_ids = [
+        pid
+        for r in compiled.resources.values()
+        if r.kind == "WorkerSet" and getattr(r.params, "policies", None)
+        for pid in r.params.policies
+    ]
+    check_policy_keys(stop.thresholds, policy_ids, what="--stop")
+    check_policy_keys([score], policy_ids, what="--checkpoint-score")
 
     checkpoint = None
     if resume_dir is not None:

@@ -19,6 +19,7 @@ __all__ = [
     "EVALUATION_KEY",
     "MULTI_AGENT_KEYS",
     "NESTED_RESULT_KEYS",
+    "POLICY_RESULT_KEYS",
     "RESULT_KEYS",
     "RESULT_TYPES",
     "Result",
@@ -127,6 +128,13 @@ MULTI_AGENT_KEYS: frozenset[str] = frozenset(
     _MultiAgent.__optional_keys__ - _EpisodeStats.__optional_keys__
 )
 """The keys only multi-agent plans report."""
+
+POLICY_RESULT_KEYS: frozenset[str] = frozenset(
+    {"episode_return_mean", "episode_return_min", "episode_return_max", "episode_len_mean"}
+    | {"episodes_total", "num_agent_steps_sampled", "num_agent_steps_trained", "learner"}
+)
+"""The keys of each policy's entry in ``policies`` (``policies/<id>/<key>``; ``learner``
+is a dict, ``policies/<id>/learner/<stat>``)."""
 
 EVALUATION_KEY = "evaluation"
 """The key present only on iterations that ran evaluation episodes."""

@@ -16,13 +16,14 @@ from typing import Any
 from plangraph.errors import StopCriterionError
 
 # Re-exported: the result keys are declared once, by the Result schema.
-from plangraph.runtime.result import NESTED_RESULT_KEYS, RESULT_KEYS
+from plangraph.runtime.result import NESTED_RESULT_KEYS, POLICY_RESULT_KEYS, RESULT_KEYS
 from plangraph.text import close_matches, parse_key_value
 
 __all__ = [
     "RESULT_KEYS",
     "StopCriteria",
     "StopCriterionError",
+    "check_policy_keys",
     "check_result_key",
     "lookup",
     "parse_key_values",
@@ -46,6 +47,9 @@ def check_result_key(key: str, *, what: str) -> None:
             f"{what} {key}: {key} is a dict of values; name one of them, e.g. "
             f"{what} {key}/{_NESTED_EXAMPLES.get(key, 'NAME')}=VALUE"
         )
+    if head == "policies" and sub:
+        _check_policy_key(key, what)
+        return
     if (key in RESULT_KEYS and "/" not in key) or (sub and head in NESTED_RESULT_KEYS):
         return
     close = close_matches(key, sorted(RESULT_KEYS))
@@ -54,6 +58,51 @@ def check_result_key(key: str, *, what: str) -> None:
         f"{what} {key}: not a result key{hint} (result keys: {', '.join(sorted(RESULT_KEYS))}; "
         f"nested: {'/..., '.join(NESTED_RESULT_KEYS)}/...)"
     )
+
+
+def _check_policy_key(key: str, what: str) -> None:
+    """``policies/<id>/<key>``: ``<key>`` one of ``POLICY_RESULT_KEYS`` (``learner`` with a
+    stat after it); the id is checked against the plan by ``check_policy_keys``."""
+    parts = key.split("/")
+    metric = parts[2] if len(parts) > 2 else ""
+    known = sorted(POLICY_RESULT_KEYS)
+    if metric == "learner" and len(parts) > 3 and parts[3]:
+        return
+    if metric in POLICY_RESULT_KEYS and metric != "learner" and len(parts) == 3:
+        return
+    if metric == "learner":
+        problem = "learner is a dict of stats; name one, e.g. policies/<id>/learner/total_loss"
+    else:
+        close = close_matches(metric, known) if metric else []
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        problem = f"not a per-policy result key{hint} (per-policy keys: {', '.join(known)})"
+    raise StopCriterionError(
+        f"{what} {key}: {problem}; give policies/<policy id>/<key>, e.g. {what} "
+        "policies/ppo_policy/episode_return_mean=450"
+    )
+
+
+def check_policy_keys(keys: Iterable[str], policy_ids: Iterable[str], *, what: str) -> None:
+    """Raise ``StopCriterionError`` for a ``policies/<id>/...`` key whose ``<id>`` is not one
+    of the plan's ``policy_ids`` (with a did-you-mean; a single-agent plan has none): such
+    a criterion would never be met, so the run would only stop by another one."""
+    ids = sorted(set(policy_ids))
+    for key in keys:
+        parts = key.split("/")
+        if parts[0] != "policies" or len(parts) < 2 or parts[1] in ids:
+            continue
+        if not ids:
+            raise StopCriterionError(
+                f"{what} {key}: the plan has no policies table (a single-agent plan reports "
+                f"no policies/...); use {what} {'/'.join(parts[2:]) or 'episode_return_mean'}"
+                "=VALUE"
+            )
+        close = close_matches(parts[1], ids)
+        hint = f"did you mean {', '.join(close)}? " if close else ""
+        raise StopCriterionError(
+            f"{what} {key}: the plan declares no policy {parts[1]!r}; {hint}(its policies: "
+            f"{', '.join(ids)})"
+        )
 
 
 def parse_key_values(items: Iterable[str], *, what: str) -> dict[str, Any]:
