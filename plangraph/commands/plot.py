@@ -203,7 +203,8 @@ def draw(
         panel.grid(True, alpha=0.3)
     panels[0][0].legend(loc="best", fontsize="small")
     spread = "min-max" if band == "minmax" else "±1 std"
-    fig.suptitle(title or f"{metric} (mean over seeds, band: {spread})")
+    seeds = any(len(curves) > 1 for _, curves in groups)  # a lone run has no band
+    fig.suptitle(title or (f"{metric} (mean over seeds, band: {spread})" if seeds else metric))
     fig.tight_layout()
     output.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(output, dpi=110)
