@@ -12,6 +12,7 @@ from typing import Any
 __all__ = [
     "brief",
     "close_matches",
+    "count",
     "escape_surrogates",
     "has_surrogates",
     "parse_key_value",
@@ -96,6 +97,11 @@ def _too_big(value: Any, limit: int) -> bool:
         elif isinstance(v, int) and not isinstance(v, bool) and v.bit_length() > 256:
             return True
     return False
+
+
+def count(n: int, word: str) -> str:
+    """``"1 node"``, ``"3 nodes"``: ``n`` and ``word``, plural unless ``n`` is 1."""
+    return f"{n} {word}{'s' if n != 1 else ''}"
 
 
 def close_matches(word: str, candidates: Iterable[str], n: int = 3) -> tuple[str, ...]:

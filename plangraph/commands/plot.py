@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from plangraph.text import count
+
 X_AXES: dict[str, tuple[str, str]] = {
     "env_steps": ("num_env_steps_sampled", "env steps sampled"),
     "time": ("time_total_s", "wall time (s)"),
@@ -231,9 +233,5 @@ def run(args: argparse.Namespace) -> int:
         draw(groups, args.output, axes=axes, metric=args.metric, band=args.band, title=args.title)
     except OSError as exc:
         return _error(f"-o {args.output}: cannot write ({exc})")
-    print(f"wrote {args.output} ({_count(len(groups), 'curve')} from {_count(len(curves), 'run')})")
+    print(f"wrote {args.output} ({count(len(groups), 'curve')} from {count(len(curves), 'run')})")
     return 0
-
-
-def _count(n: int, word: str) -> str:
-    return f"{n} {word}{'s' if n != 1 else ''}"

@@ -23,7 +23,7 @@ from plangraph.ir.plan import Node, Plan, Resource, dump_json
 from plangraph.ir.source import Location
 from plangraph.ir.types import PortType
 from plangraph.ops.registry import OpSignature, all_resource_kinds
-from plangraph.text import brief
+from plangraph.text import brief, count
 
 __all__ = [
     "PLACEMENTS",
@@ -354,8 +354,8 @@ class CompiledPlan:
         replay shards, per-worker exploration, plus ``resource_notes[id]`` lines a caller
         adds, e.g. memory estimates), diagnostics."""
         lines = [
-            f"plan {brief(self.plan.name)}: {_count(len(self.nodes), 'node')}, "
-            f"{_count(len(self.resources), 'resource')}, output {brief(self.output)} "
+            f"plan {brief(self.plan.name)}: {count(len(self.nodes), 'node')}, "
+            f"{count(len(self.resources), 'resource')}, output {brief(self.output)} "
             f"({self.output_type or '?'})",
             "",
             "checks run:",
@@ -476,7 +476,7 @@ class CompiledPlan:
             if ws.learner.num_gpus:
                 learner += f", {ws.learner.num_gpus:g} GPU(s)"
             out.append(
-                f"  {rid}: {_count(ws.num_workers, 'rollout worker')} x {each}; {how}; "
+                f"  {rid}: {count(ws.num_workers, 'rollout worker')} x {each}; {how}; "
                 f"{learner} (in the driver)"
             )
             if free is None or not ws.num_workers:
@@ -565,10 +565,6 @@ _WHERE = {
     "ReplayActors": " (sharded over Ray actors)",
 }
 """Where a resource of each kind lives, when not in the driver's dataflow itself."""
-
-
-def _count(n: int, word: str) -> str:
-    return f"{n} {word}{'s' if n != 1 else ''}"
 
 
 def _wrap(text: str, indent: str, width: int = 92) -> list[str]:

@@ -13,6 +13,7 @@ import json
 from typing import Any
 
 from plangraph.compiler.diff import ADDED, CHANGED, REMOVED, PlanDiff, ValueChange
+from plangraph.text import count
 
 __all__ = ["format_diff", "format_value"]
 
@@ -150,10 +151,6 @@ def _resource_lines(diff: PlanDiff) -> list[str]:
     return [*lines, ""]
 
 
-def _count(n: int, word: str) -> str:
-    return f"{n} {word}{'s' if n != 1 else ''}"
-
-
 def _reading_order(changes: tuple[ValueChange, ...]) -> list[ValueChange]:
     """Top-level params first, then each nested group (``policy.*``) with its ``algo`` tag
     first; otherwise in params order."""
@@ -166,7 +163,7 @@ def summary_line(diff: PlanDiff) -> str:
     s = diff.summary()
     rewired = f" ({s['nodes_rewired']} re-wired)" if s["nodes_rewired"] else ""
     nodes = (
-        f"{_count(s['nodes_added'], 'node')} added, {s['nodes_removed']} removed, "
+        f"{count(s['nodes_added'], 'node')} added, {s['nodes_removed']} removed, "
         f"{s['nodes_changed']} changed{rewired}, {s['nodes_unchanged']} unchanged"
     )
     counts = [(s[f"resources_{k}"], k) for k in (ADDED, REMOVED, CHANGED)]
@@ -174,11 +171,11 @@ def summary_line(diff: PlanDiff) -> str:
     if shown:
         first, *rest = shown
         res = ", ".join(
-            [f"{_count(first[0], 'resource')} {first[1]}"] + [f"{n} {k}" for n, k in rest]
+            [f"{count(first[0], 'resource')} {first[1]}"] + [f"{n} {k}" for n, k in rest]
         )
     else:
         res = "resources unchanged"
-    return f"summary: {nodes}; {_count(s['config_changed'], 'config key')} changed; {res}"
+    return f"summary: {nodes}; {count(s['config_changed'], 'config key')} changed; {res}"
 
 
 def format_diff(diff: PlanDiff) -> str:

@@ -22,7 +22,7 @@ from plangraph.ir.refs import resource_ref_id
 from plangraph.ops.models import cnn_output_hw, is_image_shape
 from plangraph.ops.policies import PolicyConfigModel
 from plangraph.ops.resources import LearnerThreadParams, ReplayBufferParams, WorkerSetParams
-from plangraph.text import brief
+from plangraph.text import brief, count
 
 __all__ = [
     "SpaceProblem",
@@ -454,10 +454,6 @@ def _item_size(ctx: Context, nid: str) -> int | None:
     return None
 
 
-def _count(n: int, word: str) -> str:
-    return f"{n} {word}{'s' if n != 1 else ''}"
-
-
 def _closest_divisor(n: int, near: int) -> int:
     divisors = {d for i in range(1, math.isqrt(n) + 1) if n % i == 0 for d in (i, n // i)}
     return min(divisors, key=lambda d: (abs(d - near), -d))
@@ -520,7 +516,7 @@ def _check_concat(
         times = want // (per_item * frag)
         fix = (
             f"set rollout_fragment_length to {frag} (/resources/{rid}/params/"
-            f"rollout_fragment_length), so that {_count(times, unit)} of {per_item * frag} "
+            f"rollout_fragment_length), so that {count(times, unit)} of {per_item * frag} "
             f"env steps make{'s' if times == 1 else ''} exactly {want}"
         )
         if want % per_round == 0 and "rollout-sizing" not in ctx.disabled_passes:
@@ -573,7 +569,7 @@ def _check_minibatch(ctx: Context, nid: str, only: Collection[str] | None = None
     if batch is None or size <= batch:
         return
     epochs = _param(ctx, nid, "num_sgd_iter")
-    steps = _count(epochs if isinstance(epochs, int) else 1, "optimizer step")
+    steps = count(epochs if isinstance(epochs, int) else 1, "optimizer step")
     ctx.report(
         "PG175",
         f"sgd_minibatch_size={size} is larger than the {batch} env-step train batch that "
