@@ -18,6 +18,7 @@ import numpy as np
 from plangraph.rl.action_layout import action_layout
 from plangraph.rl.policy_config import as_policy_config
 from plangraph.rl.sample_batch import SampleBatch
+from plangraph.rl.wrappers import make_env
 
 __all__ = ["action_row", "env_spaces", "sample_row_layout"]
 
@@ -31,7 +32,7 @@ def env_spaces(env: Any) -> tuple[gym.Space[Any], gym.Space[Any]]:
     Raises:
         gymnasium.error.Error: an unknown env id (ImportError for a missing module).
     """
-    made = env() if callable(env) else gym.make(env)
+    made = env() if callable(env) else make_env(env)
     try:
         return made.observation_space, made.action_space
     finally:

@@ -241,11 +241,9 @@ class WorkerSet:
             ),
         )
         if env is None:
-            env = params.env
-            if params.wrappers:
-                from plangraph.rl.wrappers import WrappedEnvCreator
+            from plangraph.rl.wrappers import with_wrappers
 
-                env = WrappedEnvCreator(params.env, params.wrappers)
+            env = with_wrappers(params.env, params.wrappers)
         kwargs.setdefault(
             "obs_filter", any(w.name == "normalize_observation" for w in params.wrappers)
         )

@@ -29,6 +29,7 @@ __all__ = [
     "normalize_observation",
     "scale_reward",
     "time_limit",
+    "with_wrappers",
     "wrapped_env",
 ]
 
@@ -171,6 +172,12 @@ class WrappedEnvCreator:
     def __repr__(self) -> str:
         names = ", ".join(w.name for w in self.wrappers)
         return f"{env_label(self.base)} [{names}]"
+
+
+def with_wrappers(base: str | Callable[[], gym.Env], wrappers: Sequence[Any]) -> Any:
+    """``base`` (an env id or a creator) inside ``wrappers`` (a ``WrappedEnvCreator``), or
+    ``base`` itself when there are none."""
+    return WrappedEnvCreator(base, wrappers) if wrappers else base
 
 
 def merge_moments(

@@ -125,15 +125,6 @@ def _resolve_multi_agent_env(rid: str, env: Any) -> Any:
         raise BuildError(f"resource {rid!r}: {exc.args[0]}") from exc
 
 
-def _wrapped(env: Any, params: Any) -> Any:
-    """``env`` (a creator) inside worker set ``params``'s declared wrappers, if any."""
-    if not params.wrappers:
-        return env
-    from plangraph.rl.wrappers import WrappedEnvCreator
-
-    return WrappedEnvCreator(env, params.wrappers)
-
-
 def _check_creatable(rid: str, params: Any) -> None:
     """Refuse a registered env that cannot be created here (a missing optional extra:
     ``HalfCheetah-v5`` without ``mujoco``), naming what to install, before any actor
@@ -287,8 +278,10 @@ class BuildContext:
             for rid, p in params.items()
             if compiled.resources[rid].kind == "WorkerSet" and getattr(p, "multi_agent", False)
         }
+        from plangraph.rl.wrappers import with_wrappers
+
         envs = {
-            rid: _wrapped(resolve_worker_env(rid, env if callable(env) else p.env), p)
+            rid: with_wrappers(resolve_worker_env(rid, env if callable(env) else p.env), p.wrappers)
             for rid, p in params.items()
             if compiled.resources[rid].kind == "WorkerSet" and rid not in multi
         }

@@ -116,6 +116,7 @@ def estimate_replay_memory(
     from plangraph.ops.resources import shard_split
     from plangraph.rl.replay_buffer import replay_nbytes
     from plangraph.rl.row_layout import env_spaces, sample_row_layout
+    from plangraph.rl.wrappers import with_wrappers
 
     spaces: dict[Any, tuple[Any, Any]] = {}
     out = []
@@ -136,12 +137,8 @@ def estimate_replay_memory(
         if getattr(ws_params, "policy", None) is None:
             continue  # multi-agent rows (per policy): not estimated here
         env_spec = (envs or {}).get(feeders[0])
-        if env_spec is None:
-            env_spec = ws_params.env
-            if ws_params.wrappers:  # the replay rows hold what the wrappers return
-                from plangraph.rl.wrappers import WrappedEnvCreator
-
-                env_spec = WrappedEnvCreator(ws_params.env, ws_params.wrappers)
+        if env_spec is None:  # the replay rows hold what the wrappers return
+            env_spec = with_wrappers(ws_params.env, ws_params.wrappers)
         env_key = id(env_spec) if callable(env_spec) else env_spec
         if env_key not in spaces:
             spaces[env_key] = env_spaces(env_spec)

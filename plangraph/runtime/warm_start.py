@@ -64,26 +64,24 @@ class Warmup:
             self._error = exc
 
     def _env_spaces(self) -> dict[str, tuple[Any, Any]]:
-        from plangraph.rl.rollout_worker import env_creator
+        from plangraph.rl.row_layout import env_spaces
 
         by_env: dict[Any, tuple[Any, Any]] = {}
         out = {}
         for rid, params in sorted(self._worker_sets.items()):
             if params.num_workers == 0:
                 continue  # the in-process worker makes its envs itself
-            key = params.env if isinstance(params.env, str) else id(params.env)
+            spec = self._envs.get(rid, params.env)
+            # Keyed by the env the workers get (wrappers included), not by the id alone.
+            key = id(spec) if callable(spec) else spec
             if key not in by_env:
                 try:
-                    env = env_creator(self._envs.get(rid, params.env))()
+                    by_env[key] = env_spaces(spec)
                 except Exception as exc:
                     raise BuildError(
                         f"resource {rid!r}: env {params.env!r} could not be created "
                         f"({type(exc).__name__}: {exc})"
                     ) from exc
-                try:
-                    by_env[key] = (env.observation_space, env.action_space)
-                finally:
-                    env.close()
             out[rid] = by_env[key]
         return out
 
