@@ -82,29 +82,6 @@ def test_no_trace_is_written_without_the_variable(tmp_path: Path) -> None:
     assert proc.stdout.strip() == "[]"
 
 
-SHUTDOWN = """
-import json
-import ray
-from plangraph.runtime.ray_session import ensure_ray, shutdown_ray
-
-ensure_ray()
-node = ray._private.worker._global_node
-processes = {kind: [i.process for i in infos] for kind, infos in node.all_processes.items()}
-shutdown_ray()
-# The reaper is left to exit by itself once the driver is gone (as with ray.shutdown).
-alive = sorted(k for k, ps in processes.items() if k != "reaper" for p in ps
-               if p.poll() is None)
-print(json.dumps({"initialized": ray.is_initialized(), "alive": alive, "kinds": sorted(processes)}))
-"""
-
-
-def test_shutdown_ray_stops_every_process_ray_started() -> None:
-    out = json.loads(_python(SHUTDOWN).splitlines()[-1])
-    assert out["initialized"] is False
-    assert "monitor" in out["kinds"] and "raylet" in out["kinds"]
-    assert out["alive"] == []
-
-
 class _BrokenEnv(CartPoleEnv):
     """An env that cannot be created (its constructor raises), as a misconfigured one."""
 

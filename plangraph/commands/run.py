@@ -352,6 +352,11 @@ def _prepare(args: argparse.Namespace) -> _Launch | int:
         compiled = _join_cluster(args.address, plan_path, overrides, disabled)
         if isinstance(compiled, int):
             return compiled
+    else:
+        from plangraph.runtime.ray_session import start_local_ray
+
+        # Ray's head node comes up while this process imports torch and builds the run.
+        start_local_ray()
     return _Launch(
         compiled=compiled,
         plan_path=plan_path,
@@ -608,13 +613,12 @@ def _make_loggers(launch: _Launch, args: argparse.Namespace) -> list[Any]:
 
 def _shutdown_ray() -> None:
     """Shut Ray down now, Ctrl-C ignored, so nothing is left for Ray's atexit hook."""
-    ray = sys.modules.get("ray")
-    if ray is not None and ray.is_initialized():
-        from plangraph.runtime.ray_session import shutdown_ray
+    session = sys.modules.get("plangraph.runtime.ray_session")
+    if session is not None:  # Ray started or starting (ray_session.start_local_ray)
         from plangraph.runtime.run_loop import ignoring_sigint
 
         with ignoring_sigint():
-            shutdown_ray()
+            session.shutdown_ray()
         mark("ray_shutdown")
 
 

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import atexit
 import os
 import socket
+import sys
+from typing import TYPE_CHECKING
 
 # One bound (MAX_WORKERS_PER_CPU) for the compiler's capacity check and the build.
 from plangraph.compiler.capacity import MAX_WORKERS_PER_CPU, Capacity, NodeCapacity
 from plangraph.errors import BuildError
+
+if TYPE_CHECKING:
+    from plangraph.runtime.local_head import LocalHead
 
 ADDRESS_TIMEOUT_S = 5.0
 """How long (s) joining ``--address`` may take to reach the cluster before it is an error."""
@@ -105,8 +111,13 @@ def check_address(address: str, *, timeout_s: float = ADDRESS_TIMEOUT_S) -> None
 
 
 def ensure_ray(address: str | None = None) -> list[str]:
-    """Start Ray in-process (as many CPUs as the machine has), or join the cluster at
-    ``address``; no dashboard. Does nothing when Ray is already initialised.
+    """Start Ray on this machine, or join the cluster at ``address``; no dashboard. Does
+    nothing when Ray is already initialised.
+
+    On this machine, Ray's head node runs in a process of its own
+    (``plangraph.runtime.local_head``): the one ``start_local_ray`` started ahead of time,
+    or one started now; this process joins it. Where that head cannot start, Ray starts
+    in-process (``ray.init()``), with a message saying why.
 
     Joining a cluster ships the user's own code with the job's ``runtime_env``
     (``py_modules``: ``plangraph.runtime.shipping.local_module_paths``), so that its
@@ -132,8 +143,66 @@ def ensure_ray(address: str | None = None) -> list[str]:
             runtime_env={"py_modules": shipped} if shipped else None,
         )
         return shipped
-    ray.init(address="local", include_dashboard=False, configure_logging=False)
+    _join_local_head()
     return []
+
+
+_head: LocalHead | None = None
+"""The head-node process this process started (``start_local_ray``), if any."""
+
+_atexit_registered = False
+
+
+def start_local_ray() -> None:
+    """Start this machine's Ray head node in a process of its own, in the background
+    (``plangraph.runtime.local_head``), for ``ensure_ray()`` to join later; the caller goes
+    on with work that does not need Ray. Does nothing when Ray is initialised, a head is
+    already starting, or this is not a POSIX system (``ensure_ray`` then starts Ray
+    in-process)."""
+    global _head, _atexit_registered
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():
+        return
+    if (_head is not None and _head.running) or os.name != "posix":
+        return
+    from plangraph.runtime.local_head import LocalHead
+
+    _head = LocalHead.start()
+    if not _atexit_registered:
+        # A process that exits without shutdown_ray() still stops its head on the way out.
+        atexit.register(shutdown_ray)
+        _atexit_registered = True
+
+
+def _join_local_head() -> None:
+    """Join the head started by ``start_local_ray`` (starting one now if there is none);
+    where it cannot come up, say why and start Ray in-process, as ``ray.init()`` does."""
+    global _head
+    import ray
+
+    from plangraph.runtime.local_head import HeadStartError, adopt_auth_mode
+
+    start_local_ray()
+    if _head is not None:
+        try:
+            ready = _head.ready()
+        except HeadStartError as exc:
+            _head = None
+            print(
+                f"plangraph: Ray's head node did not start in its own process ({exc}); "
+                "starting Ray in this one",
+                file=sys.stderr,
+            )
+        else:
+            try:
+                adopt_auth_mode(ready.get("auth_mode"))
+                ray.init(address=ready["address"], include_dashboard=False, configure_logging=False)
+            except BaseException:
+                _head.stop()
+                _head = None
+                raise
+            return
+    ray.init(address="local", include_dashboard=False, configure_logging=False)
 
 
 def _stop_autoscaler_monitor() -> None:
@@ -165,12 +234,17 @@ def _stop_autoscaler_monitor() -> None:
 
 
 def shutdown_ray() -> None:
-    """``ray.shutdown()``, about 1 s faster when this process started Ray itself (see
-    ``_stop_autoscaler_monitor``); a process that joined a cluster only disconnects, as
-    with ``ray.shutdown()``. Does nothing when Ray is not initialised."""
-    import ray
-
-    if not ray.is_initialized():
-        return
-    _stop_autoscaler_monitor()
-    ray.shutdown()
+    """Disconnect from Ray and stop what this process started: the head-node process of
+    ``start_local_ray`` (waiting until every Ray process it started has exited), or, for
+    Ray started in-process, ``ray.shutdown()`` made about 1 s faster (see
+    ``_stop_autoscaler_monitor``). A process that joined a cluster only disconnects, as
+    with ``ray.shutdown()``. Does nothing when there is neither."""
+    global _head
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():
+        if _head is None:
+            _stop_autoscaler_monitor()
+        ray.shutdown()
+    if _head is not None:
+        _head.stop()
+        _head = None

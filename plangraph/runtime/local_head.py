@@ -1,0 +1,253 @@
+"""A local Ray instance in a process of its own, started before the driver needs it.
+
+``ray.init()`` on one machine starts Ray's processes from the driver and waits for each of
+them in turn (about 2.5 s on 2 cores), and the driver's interpreter is busy for part of that
+time, so its own start-up (compiling, importing torch, reading env spaces) cannot overlap
+with it. ``LocalHead.start()`` starts the same head node in a child process instead, as soon
+as ``plangraph run`` knows that the run is local and that its plan compiles; ``ensure_ray``
+joins it (``ray.init(address=...)``) when the build first needs Ray, by which time it is
+mostly up (``tools/bench_startup.py``: the row "Ray head node up in its own process").
+
+The head node is what ``ray.init(include_dashboard=False)`` starts (GCS, raylet with its
+object store, dashboard and runtime-env agents, log monitor, Ray's reaper) with the same
+token authentication, less two processes that have nothing to do on one machine: the
+autoscaler monitor (no nodes to add or remove; about 0.5 s of CPU at start-up and a slow
+exit, see ``ray_session._stop_autoscaler_monitor``) and the dashboard's API server (with
+the dashboard off it serves only usage statistics, which ``ray.init()`` turns off, yet
+``ray.init()`` waits about 0.5 s for it before it starts the raylet).
+
+Lifetime: the head lives exactly as long as the pipe to its standard input. ``stop()``
+closes it and waits while the head stops every Ray process it started; a driver that dies,
+even by SIGKILL, closes the pipe as well. If the head process itself dies, Ray's reaper
+kills the processes it started. The head runs in a session of its own, so that a Ctrl-C in
+the terminal reaches the driver (which stops training and writes its checkpoint) and not
+Ray's processes.
+
+This reaches into Ray's private ``Node`` (as ``ray.init`` does internally). On a Ray where
+that fails, the head says so and ``ensure_ray`` starts Ray in-process instead.
+
+Run as ``python -m plangraph.runtime.local_head``: it prints one JSON line on stdout,
+``{"address": "IP:PORT", "auth_mode": "token" | null, "pids": {kind: [pid, ...]}}`` once
+the node is up (or ``{"error": "..."}``), then waits for end of input.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+START_TIMEOUT_S = 120.0
+"""How long (s) the head may take to come up before ``ready()`` gives up on it."""
+
+STOP_TIMEOUT_S = 15.0
+"""How long (s) ``stop()`` waits for the head to stop Ray's processes before killing it."""
+
+
+class _Stop(Exception):
+    """SIGTERM to the head process: stop Ray's processes as at end of input."""
+
+
+def _raise_stop(*_: Any) -> None:
+    raise _Stop
+
+
+class HeadStartError(RuntimeError):
+    """The head process did not come up (its message says why)."""
+
+
+class LocalHead:
+    """The driver's handle on a head-node process (``LocalHead.start()``)."""
+
+    def __init__(self, process: subprocess.Popen[bytes]) -> None:
+        self._process = process
+        self._ready: dict[str, Any] | None = None
+        self._buffer = b""
+
+    @classmethod
+    def start(cls) -> LocalHead:
+        """Spawn the head process; returns at once (the node comes up in the background).
+
+        Raises:
+            OSError: the interpreter could not be started.
+        """
+        # The head imports this module from where the driver has it (plangraph/runtime/).
+        root = str(Path(__file__).resolve().parents[2])
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+        process = subprocess.Popen(
+            [sys.executable, "-m", "plangraph.runtime.local_head"],
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            # Ray's own messages (the token-authentication notice, warnings) reach the
+            # user as they do from ray.init().
+            stderr=None,
+            start_new_session=True,
+        )
+        return cls(process)
+
+    @property
+    def pid(self) -> int:
+        return self._process.pid
+
+    def ready(self, timeout_s: float = START_TIMEOUT_S) -> dict[str, Any]:
+        """Wait for the head's ready line: ``{"address", "auth_mode", "pids"}``.
+
+        Raises:
+            HeadStartError: the head reported an error, exited, or said nothing for
+                ``timeout_s`` seconds (it is stopped then).
+        """
+        if self._ready is not None:
+            return self._ready
+        assert self._process.stdout is not None
+        fd = self._process.stdout.fileno()
+        deadline = time.monotonic() + timeout_s
+        while True:
+            line, newline, rest = self._buffer.partition(b"\n")
+            if newline:
+                self._buffer = rest
+                message = _message(line)
+                if message is None:
+                    continue  # not the head's line (a library printing to stdout)
+                if "error" in message:
+                    self.stop()
+                    raise HeadStartError(str(message["error"]))
+                break
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                self.stop()
+                raise HeadStartError(f"no answer within {timeout_s:g} s")
+            chunk = os.read(fd, 4096)
+            if not chunk:
+                code = self._process.wait()
+                raise HeadStartError(f"the head process exited ({code}) before Ray was up")
+            self._buffer += chunk
+        self._ready = message
+        return message
+
+    def stop(self, timeout_s: float = STOP_TIMEOUT_S) -> None:
+        """Have the head stop every Ray process it started, and wait for it (killing it
+        after ``timeout_s`` seconds; Ray's reaper then kills what is left)."""
+        if self._process.poll() is not None:
+            return
+        assert self._process.stdin is not None
+        try:
+            self._process.stdin.close()
+        except OSError:
+            pass
+        try:
+            self._process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait()
+
+    @property
+    def running(self) -> bool:
+        return self._process.poll() is None
+
+
+def _message(line: bytes) -> dict[str, Any] | None:
+    """The head's JSON line (``address`` or ``error``), or None for any other line."""
+    try:
+        message = json.loads(line)
+    except ValueError:
+        return None
+    if isinstance(message, dict) and ("address" in message or "error" in message):
+        return message
+    return None
+
+
+def adopt_auth_mode(mode: str | None) -> None:
+    """Make this process present the head's authentication (``RAY_AUTH_MODE``) when it
+    joins, as ``ray.init()`` does for the cluster it starts; an explicit ``RAY_AUTH_MODE``
+    in the environment is left as it is (the head inherited it)."""
+    if mode is None or os.environ.get("RAY_AUTH_MODE") is not None:
+        return
+    os.environ["RAY_AUTH_MODE"] = mode
+    # Ray caches its config; ray.init() refreshes it the same way when it enables tokens.
+    from ray._raylet import Config
+
+    Config.initialize("")
+
+
+def _head_node_class() -> type:
+    """Ray's ``Node`` without the dashboard's API server.
+
+    Without the dashboard (``include_dashboard=False``), ``ray.init()`` still starts that
+    server with only its usage-statistics module, which ``ray.init()`` turns off, and waits
+    for it to come up before it starts the raylet: about 0.5 s of every start, for a process
+    with nothing to do.
+    """
+    import ray._private.node
+
+    class HeadNode(ray._private.node.Node):  # type: ignore[misc]
+        def start_api_server(self, *, include_dashboard: Any, raise_on_failure: Any) -> None:
+            self._webui_url = None
+
+    return HeadNode
+
+
+def _serve() -> int:
+    """The head process: start the node, report, wait for end of input, stop the node."""
+    import signal
+
+    from plangraph.startup_trace import mark
+
+    # Only the driver decides when Ray stops.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, _raise_stop)
+    try:
+        import logging
+
+        import ray._private.parameter
+        from ray._common.usage import usage_lib
+        from ray._private.authentication.authentication_token_setup import (
+            enable_token_auth_by_default,
+            ensure_token_if_auth_enabled,
+        )
+
+        # Ray's messages as ray.init(configure_logging=False) prints them: text only.
+        for handler in logging.getLogger("ray").handlers:
+            handler.setFormatter(logging.Formatter("%(message)s"))
+        head_node = _head_node_class()
+        # What ray.init() does before it starts a local cluster.
+        enable_token_auth_by_default()
+        ensure_token_if_auth_enabled({}, create_token_if_missing=True)
+        usage_lib.set_usage_stats_enabled_via_env_var(False)
+        params = ray._private.parameter.RayParams(include_dashboard=False, no_monitor=True)
+        node = head_node(
+            params, head=True, shutdown_at_exit=False, spawn_reaper=True, ray_init_cluster=True
+        )
+    except Exception as exc:  # reported to the driver, which starts Ray in-process
+        print(json.dumps({"error": f"{type(exc).__name__}: {exc}"}), flush=True)
+        return 1
+    mark("head_ready")
+    pids = {
+        kind: sorted(info.process.pid for info in infos)
+        for kind, infos in sorted(node.all_processes.items())
+    }
+    ready = {"address": node.address, "auth_mode": os.environ.get("RAY_AUTH_MODE"), "pids": pids}
+    print(json.dumps(ready, sort_keys=True), flush=True)
+    # Nobody reads stdout from here on: a stray print must not fill the pipe and block.
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    try:
+        while sys.stdin.buffer.read(65536):
+            pass
+    except _Stop:
+        pass
+    # What ray.shutdown() does for the cluster ray.init() started, waiting for the exits.
+    node.destroy_external_storage()
+    node.kill_all_processes(check_alive=False, allow_graceful=True, wait=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_serve())

@@ -1,0 +1,181 @@
+"""Ray's head node in a process of its own (``plangraph.runtime.local_head``): it comes up,
+the driver joins it, and no Ray process outlives the run, however the driver ends.
+
+Each test runs a fresh interpreter: the session's shared Ray instance (conftest) must stay.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _python(code: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def _alive(pid: int) -> bool:
+    """True while ``pid`` runs (a zombie, exited but not yet reaped, counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def _wait_gone(pids: list[int], timeout_s: float = 30.0) -> list[int]:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        left = [p for p in pids if _alive(p)]
+        if not left:
+            return []
+        time.sleep(0.1)
+    return [p for p in pids if _alive(p)]
+
+
+JOIN_AND_STOP = """
+import json, os
+import ray
+from plangraph.runtime import ray_session
+
+ray_session.ensure_ray()
+head = ray_session._head
+ready = head.ready()
+
+@ray.remote
+def where():
+    return ray.get_runtime_context().get_node_id()
+
+node = ray.get(where.remote())
+out = {
+    "head_pid": head.pid,
+    "own_session": os.getsid(head.pid) != os.getsid(0),
+    "pids": ready["pids"],
+    "one_node": [n["NodeID"] for n in ray.nodes()] == [node],
+    "cpus": ray.cluster_resources().get("CPU"),
+}
+ray_session.shutdown_ray()
+out["initialized"] = ray.is_initialized()
+print(json.dumps(out))
+"""
+
+
+def test_the_driver_joins_its_own_head_node_and_shutdown_stops_every_ray_process() -> None:
+    proc = _python(JOIN_AND_STOP)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout.splitlines()[-1])
+    assert out["initialized"] is False and out["one_node"]
+    assert out["cpus"] == len(os.sched_getaffinity(0))  # as ray.init() counts them
+    # A Ctrl-C in the terminal reaches the driver only.
+    assert out["own_session"]
+    kinds = set(out["pids"])
+    assert {"gcs_server", "raylet", "log_monitor"} <= kinds
+    assert "monitor" not in kinds and "dashboard" not in kinds  # nothing to do on one machine
+    pids = [out["head_pid"], *(p for ps in out["pids"].values() for p in ps)]
+    # shutdown_ray() waited for the head, which waited for every process it started.
+    assert [p for p in pids if _alive(p)] == []
+
+
+KILLED = """
+import json, os, sys, time
+from plangraph.runtime import ray_session
+
+ray_session.ensure_ray()
+ready = ray_session._head.ready()
+print(json.dumps({"head_pid": ray_session._head.pid, "pids": ready["pids"]}), flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_driver_killed_by_sigkill_leaves_no_ray_process_behind() -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", KILLED],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        out = json.loads(proc.stdout.readline())
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    pids = [out["head_pid"], *(p for ps in out["pids"].values() for p in ps)]
+    assert _wait_gone(pids) == []
+
+
+FALLBACK = """
+import json, subprocess, sys
+import ray
+from plangraph.runtime import local_head, ray_session
+
+# A head that cannot start (as on a Ray whose private Node differs): it says so and exits.
+def broken_start():
+    code = "import json; print(json.dumps({'error': 'TypeError: no such parameter'}))"
+    return local_head.LocalHead(subprocess.Popen(
+        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE))
+
+local_head.LocalHead.start = staticmethod(broken_start)
+ray_session.ensure_ray()
+node = ray._private.worker._global_node
+processes = {kind: [i.process for i in infos] for kind, infos in node.all_processes.items()}
+in_process = node.is_head() and ray_session._head is None
+ray_session.shutdown_ray()
+# The reaper is left to exit by itself once the driver is gone (as with ray.shutdown).
+alive = sorted(k for k, ps in processes.items() if k != "reaper" for p in ps
+               if p.poll() is None)
+print(json.dumps({"in_process": in_process, "alive": alive, "kinds": sorted(processes)}))
+"""
+
+
+def test_a_head_that_cannot_start_falls_back_to_ray_in_process_and_says_why() -> None:
+    proc = _python(FALLBACK)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout.splitlines()[-1])
+    assert out["in_process"] is True
+    assert "did not start in its own process (TypeError: no such parameter)" in proc.stderr
+    assert "starting Ray in this one" in proc.stderr
+    # ray.init()'s own processes, the autoscaler monitor included, all stopped.
+    assert "monitor" in out["kinds"] and "raylet" in out["kinds"]
+    assert out["alive"] == []
+
+
+def test_a_run_whose_plan_does_not_compile_starts_no_ray(tmp_path: Path) -> None:
+    plan = json.loads((ROOT / "plans" / "ppo.json").read_text(encoding="utf-8"))
+    plan["nodes"]["concat"]["op"] = "NoSuchOperator"
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(plan), encoding="utf-8")
+    code = (
+        "import sys; from plangraph.cli import main; rc = main(sys.argv[1:]); "
+        "from plangraph.runtime import ray_session as s; "
+        "print('head', s._head is not None); sys.exit(rc)"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, "run", str(bad), "--max-iterations", "1"],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode != 0
+    assert "NoSuchOperator" in proc.stderr
+    assert "head False" in proc.stdout
