@@ -48,8 +48,26 @@ def _wait_gone(pids: list[int], timeout_s: float = 30.0) -> list[int]:
     return [p for p in pids if _alive(p)]
 
 
-JOIN_AND_STOP = """
-import json, os
+def _descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` now (Ray's agents are the raylet's children)."""
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", encoding="ascii") as f:
+                    parents[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (FileNotFoundError, ProcessLookupError):
+                pass
+    out, frontier = [], [pid]
+    while frontier:
+        kids = [p for p, parent in parents.items() if parent in frontier]
+        out += kids
+        frontier = kids
+    return sorted(out)
+
+
+DRIVER = """
+import json, os, sys
 import ray
 from plangraph.runtime import ray_session
 
@@ -62,63 +80,63 @@ def where():
     return ray.get_runtime_context().get_node_id()
 
 node = ray.get(where.remote())
-out = {
+print(json.dumps({
     "head_pid": head.pid,
     "own_session": os.getsid(head.pid) != os.getsid(0),
     "pids": ready["pids"],
     "one_node": [n["NodeID"] for n in ray.nodes()] == [node],
     "cpus": ray.cluster_resources().get("CPU"),
-}
+}), flush=True)
+sys.stdin.readline()  # the test has looked at the processes
 ray_session.shutdown_ray()
-out["initialized"] = ray.is_initialized()
-print(json.dumps(out))
+print(json.dumps({"initialized": ray.is_initialized()}), flush=True)
 """
 
 
+def _driver() -> tuple[subprocess.Popen[str], dict, list[int]]:
+    """A driver that joined its head: (process, what it reported, the head's process
+    tree: the head and everything below it)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", DRIVER],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert line, "the driver exited before Ray was up"
+    out = json.loads(line)
+    return proc, out, [out["head_pid"], *_descendants(out["head_pid"])]
+
+
 def test_the_driver_joins_its_own_head_node_and_shutdown_stops_every_ray_process() -> None:
-    proc = _python(JOIN_AND_STOP)
-    assert proc.returncode == 0, proc.stderr
-    out = json.loads(proc.stdout.splitlines()[-1])
-    assert out["initialized"] is False and out["one_node"]
+    proc, out, tree = _driver()
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write("\n")
+    proc.stdin.flush()
+    after = json.loads(proc.stdout.readline())
+    assert proc.wait(timeout=60) == 0
+    assert after["initialized"] is False and out["one_node"]
     assert out["cpus"] == len(os.sched_getaffinity(0))  # as ray.init() counts them
     # A Ctrl-C in the terminal reaches the driver only.
     assert out["own_session"]
     kinds = set(out["pids"])
     assert {"gcs_server", "raylet", "log_monitor"} <= kinds
     assert "monitor" not in kinds and "dashboard" not in kinds  # nothing to do on one machine
-    pids = [out["head_pid"], *(p for ps in out["pids"].values() for p in ps)]
+    # Ray's agents and the rollout workers' processes are the raylet's children.
+    assert len(tree) > 1 + sum(len(ps) for ps in out["pids"].values())
     # shutdown_ray() waited for the head, which waited for every process it started.
-    assert [p for p in pids if _alive(p)] == []
-
-
-KILLED = """
-import json, os, sys, time
-from plangraph.runtime import ray_session
-
-ray_session.ensure_ray()
-ready = ray_session._head.ready()
-print(json.dumps({"head_pid": ray_session._head.pid, "pids": ready["pids"]}), flush=True)
-time.sleep(600)
-"""
+    assert _wait_gone(tree, timeout_s=5.0) == []
 
 
 def test_a_driver_killed_by_sigkill_leaves_no_ray_process_behind() -> None:
-    proc = subprocess.Popen(
-        [sys.executable, "-c", KILLED],
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        out = json.loads(proc.stdout.readline())
-    finally:
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
-    pids = [out["head_pid"], *(p for ps in out["pids"].values() for p in ps)]
-    assert _wait_gone(pids) == []
+    proc, _, tree = _driver()
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert _wait_gone(tree) == []
 
 
 FALLBACK = """
@@ -132,7 +150,7 @@ def broken_start():
     return local_head.LocalHead(subprocess.Popen(
         [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE))
 
-local_head.LocalHead.start = staticmethod(broken_start)
+local_head.LocalHead.spawn = staticmethod(broken_start)
 ray_session.ensure_ray()
 node = ray._private.worker._global_node
 processes = {kind: [i.process for i in infos] for kind, infos in node.all_processes.items()}
@@ -165,7 +183,7 @@ def test_a_run_whose_plan_does_not_compile_starts_no_ray(tmp_path: Path) -> None
     code = (
         "import sys; from plangraph.cli import main; rc = main(sys.argv[1:]); "
         "from plangraph.runtime import ray_session as s; "
-        "print('head', s._head is not None); sys.exit(rc)"
+        "print('started', s._head is not None and s._head._started); sys.exit(rc)"
     )
     proc = subprocess.run(
         [sys.executable, "-c", code, "run", str(bad), "--max-iterations", "1"],
@@ -178,4 +196,4 @@ def test_a_run_whose_plan_does_not_compile_starts_no_ray(tmp_path: Path) -> None
     )
     assert proc.returncode != 0
     assert "NoSuchOperator" in proc.stderr
-    assert "head False" in proc.stdout
+    assert "started False" in proc.stdout

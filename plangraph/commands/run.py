@@ -411,6 +411,11 @@ def _pick(given: int | None, saved: int | None, default: int) -> int:
 def run(args: argparse.Namespace) -> int:
     from plangraph.errors import PlangraphError
 
+    if not args.address:
+        from plangraph.runtime.ray_session import spawn_local_head
+
+        # Imports Ray in its own process while this one compiles the plan (local_head).
+        spawn_local_head()
     try:
         launch = _prepare(args)
     except PlangraphError as exc:  # bad input: one line, no traceback, nothing written
@@ -434,9 +439,12 @@ def _train(launch: _Launch, args: argparse.Namespace) -> int:
 
     console = Console(stderr=True)
     run_dir = launch.run_dir
-    if not args.no_tensorboard:
-        # The run log's TensorBoard writer, loaded while the build waits for Ray.
-        _import_in_background("torch.utils.tensorboard")
+    from plangraph.runtime.warm_start import import_in_background
+
+    # The learner's torch (and the torch._dynamo its optimizer imports) loads while the
+    # build checks the plan's resources and Ray's head node comes up; an error shows again
+    # where the build imports it.
+    import_in_background("torch._dynamo")
     try:
         algo = launch.compiled.build(
             env=launch.env,
@@ -578,20 +586,6 @@ def _write_run_files(launch: _Launch, algo: Any) -> None:
     snapshot = launch.compiled.plan.to_json()
     (run_dir / PLAN_SNAPSHOT_FILE).write_text(snapshot, encoding="utf-8")
     _write_plan_files(launch.compiled, algo.plan_that_ran(), run_dir)
-
-
-def _import_in_background(module: str) -> None:
-    """Import ``module`` in a daemon thread (an error shows again where it is imported)."""
-    import importlib
-    import threading
-
-    def load() -> None:
-        try:
-            importlib.import_module(module)
-        except Exception:  # the import in the run log raises it where it matters
-            pass
-
-    threading.Thread(target=load, name=f"import-{module}", daemon=True).start()
 
 
 def _make_loggers(launch: _Launch, args: argparse.Namespace) -> list[Any]:

@@ -49,6 +49,25 @@ STOP_TIMEOUT_S = 15.0
 """How long (s) ``stop()`` waits for the head to stop Ray's processes before killing it."""
 
 
+SYSTEM_CONFIG = {
+    # Ray's clients retry a socket that is not listening yet every 1,000 ms, 10 times. The
+    # raylet's own first connection to its object store, made while the store's thread
+    # starts, misses about one start in three and then waits that whole second; 100
+    # retries 100 ms apart keep the same 10 s budget.
+    "raylet_client_connect_timeout_milliseconds": 100,
+    "raylet_client_num_connect_attempts": 100,
+    # Task events feed the dashboard and the state API (``ray list tasks``), neither of
+    # which this head serves (no API server); reporting them costs every task a message
+    # to the GCS, and flushing them makes a driver's disconnect wait about 0.25 s.
+    "task_events_report_interval_ms": 0,
+}
+"""Ray system config of the head node (``_system_config``; the whole cluster reads it)."""
+
+
+START = b"start\n"
+"""What the driver writes to the head's standard input to have it start Ray's processes."""
+
+
 class _Stop(Exception):
     """SIGTERM to the head process: stop Ray's processes as at end of input."""
 
@@ -68,10 +87,12 @@ class LocalHead:
         self._process = process
         self._ready: dict[str, Any] | None = None
         self._buffer = b""
+        self._started = False
 
     @classmethod
-    def start(cls) -> LocalHead:
-        """Spawn the head process; returns at once (the node comes up in the background).
+    def spawn(cls) -> LocalHead:
+        """Start the head process, which imports Ray and then waits for ``start()``
+        (or for ``stop()``: it then exits having started nothing); returns at once.
 
         Raises:
             OSError: the interpreter could not be started.
@@ -92,6 +113,20 @@ class LocalHead:
         )
         return cls(process)
 
+    def start(self) -> None:
+        """Have the head start Ray's processes now; returns at once (``ready()`` waits).
+        Does nothing when already asked, or when the head has exited (``ready()`` then
+        says why)."""
+        if self._started or self._process.poll() is not None:
+            return
+        self._started = True
+        assert self._process.stdin is not None
+        try:
+            self._process.stdin.write(START)
+            self._process.stdin.flush()
+        except OSError:  # the head died; ready() reports it
+            pass
+
     @property
     def pid(self) -> int:
         return self._process.pid
@@ -105,6 +140,7 @@ class LocalHead:
         """
         if self._ready is not None:
             return self._ready
+        self.start()
         assert self._process.stdout is not None
         fd = self._process.stdout.fileno()
         deadline = time.monotonic() + timeout_s
@@ -133,7 +169,8 @@ class LocalHead:
 
     def stop(self, timeout_s: float = STOP_TIMEOUT_S) -> None:
         """Have the head stop every Ray process it started, and wait for it (killing it
-        after ``timeout_s`` seconds; Ray's reaper then kills what is left)."""
+        after ``timeout_s`` seconds; Ray's reaper then kills what is left). A head never
+        asked to ``start()`` has started nothing: it exits by itself, unwaited for."""
         if self._process.poll() is not None:
             return
         assert self._process.stdin is not None
@@ -141,6 +178,8 @@ class LocalHead:
             self._process.stdin.close()
         except OSError:
             pass
+        if not self._started:
+            return
         try:
             self._process.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
@@ -194,7 +233,8 @@ def _head_node_class() -> type:
 
 
 def _serve() -> int:
-    """The head process: start the node, report, wait for end of input, stop the node."""
+    """The head process: import Ray, wait for ``START`` (end of input instead: exit), start
+    the node, report, wait for end of input, stop the node."""
     import signal
 
     from plangraph.startup_trace import mark
@@ -212,15 +252,26 @@ def _serve() -> int:
             ensure_token_if_auth_enabled,
         )
 
+        head_node = _head_node_class()
+    except Exception as exc:  # reported to the driver, which starts Ray in-process
+        print(json.dumps({"error": f"{type(exc).__name__}: {exc}"}), flush=True)
+        return 1
+    try:
+        if sys.stdin.buffer.readline() != START:
+            return 0  # the driver no longer needs Ray (a plan error, or it exited)
+    except _Stop:
+        return 0
+    try:
         # Ray's messages as ray.init(configure_logging=False) prints them: text only.
         for handler in logging.getLogger("ray").handlers:
             handler.setFormatter(logging.Formatter("%(message)s"))
-        head_node = _head_node_class()
         # What ray.init() does before it starts a local cluster.
         enable_token_auth_by_default()
         ensure_token_if_auth_enabled({}, create_token_if_missing=True)
         usage_lib.set_usage_stats_enabled_via_env_var(False)
-        params = ray._private.parameter.RayParams(include_dashboard=False, no_monitor=True)
+        params = ray._private.parameter.RayParams(
+            include_dashboard=False, no_monitor=True, _system_config=dict(SYSTEM_CONFIG)
+        )
         node = head_node(
             params, head=True, shutdown_at_exit=False, spawn_reaper=True, ray_init_cluster=True
         )

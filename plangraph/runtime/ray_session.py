@@ -148,17 +148,17 @@ def ensure_ray(address: str | None = None) -> list[str]:
 
 
 _head: LocalHead | None = None
-"""The head-node process this process started (``start_local_ray``), if any."""
+"""The head-node process this process started (``spawn_local_head``), if any."""
 
 _atexit_registered = False
 
 
-def start_local_ray() -> None:
-    """Start this machine's Ray head node in a process of its own, in the background
-    (``plangraph.runtime.local_head``), for ``ensure_ray()`` to join later; the caller goes
-    on with work that does not need Ray. Does nothing when Ray is initialised, a head is
-    already starting, or this is not a POSIX system (``ensure_ray`` then starts Ray
-    in-process)."""
+def spawn_local_head() -> None:
+    """Start the process that will run this machine's Ray head node
+    (``plangraph.runtime.local_head``): it imports Ray, then waits for
+    ``start_local_ray()``; until then, and if that never comes, Ray's processes do not
+    start. Does nothing when Ray is initialised, a head process exists, or this is not a
+    POSIX system (``ensure_ray`` then starts Ray in-process)."""
     global _head, _atexit_registered
     ray = sys.modules.get("ray")
     if ray is not None and ray.is_initialized():
@@ -167,11 +167,21 @@ def start_local_ray() -> None:
         return
     from plangraph.runtime.local_head import LocalHead
 
-    _head = LocalHead.start()
+    _head = LocalHead.spawn()
     if not _atexit_registered:
         # A process that exits without shutdown_ray() still stops its head on the way out.
         atexit.register(shutdown_ray)
         _atexit_registered = True
+
+
+def start_local_ray() -> None:
+    """Have this machine's Ray head node start in its own process, in the background (the
+    one ``spawn_local_head`` started, or a new one), for ``ensure_ray()`` to join later;
+    the caller goes on with work that does not need Ray. Does nothing when Ray is
+    initialised or this is not a POSIX system."""
+    spawn_local_head()
+    if _head is not None:
+        _head.start()
 
 
 def _join_local_head() -> None:

@@ -14,12 +14,53 @@ when joining a cluster (``address``), whose workers may have what the driver lac
 
 from __future__ import annotations
 
+import importlib
+import queue
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from plangraph.errors import BuildError
 from plangraph.startup_trace import mark
+
+_imports: queue.SimpleQueue[tuple[str, threading.Event, list[BaseException]]] = queue.SimpleQueue()
+_importer: threading.Thread | None = None
+_importer_lock = threading.Lock()
+
+
+def _import_forever() -> None:
+    while True:
+        module, done, errors = _imports.get()
+        try:
+            importlib.import_module(module)
+        except BaseException as exc:  # handed to whoever waits for this module
+            errors.append(exc)
+        finally:
+            done.set()
+
+
+def import_in_background(module: str) -> Callable[[], None]:
+    """Import ``module`` in this process's one import thread, after the modules asked for
+    before it; returns at once a function that waits for that import and re-raises its
+    error. One thread for all of them, because two threads importing torch at the same
+    time can each see the other's half-initialised modules (``AttributeError: partially
+    initialized module 'torch'``)."""
+    global _importer
+    done, errors = threading.Event(), []
+    _imports.put((module, done, errors))
+    with _importer_lock:
+        if _importer is None:
+            _importer = threading.Thread(
+                target=_import_forever, name="plangraph-imports", daemon=True
+            )
+            _importer.start()
+
+    def wait() -> None:
+        done.wait()
+        if errors:
+            raise errors[0]
+
+    return wait
 
 
 class Warmup:
@@ -53,9 +94,11 @@ class Warmup:
 
     def _run(self) -> None:
         try:
-            import torch._dynamo  # noqa: F401  (the optimizer's lazy import, done now)
-
-            import plangraph.rl.worker_set  # noqa: F401  (policies, models, torch)
+            # torch._dynamo: the optimizer's lazy import, done now; then policies, models.
+            for wait in [
+                import_in_background(m) for m in ("torch._dynamo", "plangraph.rl.worker_set")
+            ]:
+                wait()
 
             if self._read_spaces:
                 self._spaces = self._env_spaces()
