@@ -12,7 +12,9 @@ them share one clock. Phases, in the order a ``plangraph run`` reaches them:
 imported, env spaces read), ``ray_ready``, ``actors_started``, ``learner_built``,
 ``worker_ready`` (in a worker: its ``RolloutWorker`` exists), ``first_sample`` (the first
 fragment reached the driver), ``first_train`` (the first learner update returned),
-``first_result``, ``checkpoint_saved``, ``actors_stopped`` and ``ray_shutdown``.
+``first_result``, ``checkpoint_saved``, ``actors_stopped`` and ``ray_shutdown``; and
+``head_ready`` from the process that runs Ray's head node (``plangraph.runtime.local_head``:
+its node is up).
 
 Unset (the default), ``mark`` costs one dictionary look-up and writes nothing.
 """

@@ -71,16 +71,19 @@ import json, os, sys
 import ray
 from plangraph.runtime import ray_session
 
+ray_session.spawn_local_head()  # as plangraph run does before it compiles the plan
+os.environ["PLANGRAPH_TEST_SET_AFTER_SPAWN"] = "seen"  # as a --import module may
 ray_session.ensure_ray()
 head = ray_session._head
 ready = head.ready()
 
 @ray.remote
 def where():
-    return ray.get_runtime_context().get_node_id()
+    return ray.get_runtime_context().get_node_id(), os.environ.get("PLANGRAPH_TEST_SET_AFTER_SPAWN")
 
-node = ray.get(where.remote())
+node, marker = ray.get(where.remote())
 print(json.dumps({
+    "marker": marker,
     "head_pid": head.pid,
     "own_session": os.getsid(head.pid) != os.getsid(0),
     "pids": ready["pids"],
@@ -120,6 +123,9 @@ def test_the_driver_joins_its_own_head_node_and_shutdown_stops_every_ray_process
     after = json.loads(proc.stdout.readline())
     assert proc.wait(timeout=60) == 0
     assert after["initialized"] is False and out["one_node"]
+    # Workers see the driver's environment as it was when Ray started, not when the head
+    # process was spawned.
+    assert out["marker"] == "seen"
     assert out["cpus"] == len(os.sched_getaffinity(0))  # as ray.init() counts them
     # A Ctrl-C in the terminal reaches the driver only.
     assert out["own_session"]

@@ -64,8 +64,10 @@ SYSTEM_CONFIG = {
 """Ray system config of the head node (``_system_config``; the whole cluster reads it)."""
 
 
-START = b"start\n"
-"""What the driver writes to the head's standard input to have it start Ray's processes."""
+START = b"start "
+"""How the driver's line to the head's standard input begins that has it start Ray's
+processes; the rest of the line is the driver's environment (JSON), which Ray's processes
+(and through them the rollout workers) then inherit, as from ``ray.init()``."""
 
 
 class _Stop(Exception):
@@ -121,8 +123,9 @@ class LocalHead:
             return
         self._started = True
         assert self._process.stdin is not None
+        line = START + json.dumps(dict(os.environ), sort_keys=True).encode() + b"\n"
         try:
-            self._process.stdin.write(START)
+            self._process.stdin.write(line)
             self._process.stdin.flush()
         except OSError:  # the head died; ready() reports it
             pass
@@ -233,8 +236,9 @@ def _head_node_class() -> type:
 
 
 def _serve() -> int:
-    """The head process: import Ray, wait for ``START`` (end of input instead: exit), start
-    the node, report, wait for end of input, stop the node."""
+    """The head process: import Ray, wait for the ``START`` line (end of input instead:
+    exit), take the driver's environment, start the node, report, wait for end of input,
+    stop the node."""
     import signal
 
     from plangraph.startup_trace import mark
@@ -257,11 +261,17 @@ def _serve() -> int:
         print(json.dumps({"error": f"{type(exc).__name__}: {exc}"}), flush=True)
         return 1
     try:
-        if sys.stdin.buffer.readline() != START:
-            return 0  # the driver no longer needs Ray (a plan error, or it exited)
+        line = sys.stdin.buffer.readline()
     except _Stop:
         return 0
+    if not line.startswith(START):
+        return 0  # the driver no longer needs Ray (a plan error, or it exited)
     try:
+        # The driver's environment as it is now, not as it was when this process started
+        # (a --import module may have set variables the workers need).
+        environment = json.loads(line[len(START) :])
+        os.environ.clear()
+        os.environ.update(environment)
         # Ray's messages as ray.init(configure_logging=False) prints them: text only.
         for handler in logging.getLogger("ray").handlers:
             handler.setFormatter(logging.Formatter("%(message)s"))
