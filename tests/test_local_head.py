@@ -203,3 +203,98 @@ def test_a_run_whose_plan_does_not_compile_starts_no_ray(tmp_path: Path) -> None
     assert proc.returncode != 0
     assert "NoSuchOperator" in proc.stderr
     assert "started False" in proc.stdout
+
+
+FAILING_HEAD_SITE = """
+import os, sys
+
+def _fail_after_the_raylet_started():
+    import ray._private.node as node
+
+    start_raylet = node.Node.start_raylet
+
+    def start_raylet_then_fail(self, *args, **kwargs):
+        start_raylet(self, *args, **kwargs)
+        if os.path.basename(sys.argv[0]) == "local_head.py":  # the head process only
+            raise RuntimeError("injected failure after the raylet started")
+
+    node.Node.start_raylet = start_raylet_then_fail
+
+try:
+    _fail_after_the_raylet_started()
+except ImportError:
+    pass
+"""
+
+FAILING_HEAD_DRIVER = """
+import json
+import ray
+from plangraph.runtime import local_head, ray_session
+
+spawned = []
+spawn = local_head.LocalHead.spawn
+local_head.LocalHead.spawn = classmethod(lambda cls: spawned.append(spawn()) or spawned[-1])
+ray_session.ensure_ray()
+in_process = ray._private.worker._global_node.is_head()
+ray_session.shutdown_ray()
+print(json.dumps({"heads": [h.pid for h in spawned], "in_process": in_process}))
+"""
+
+
+def _in_session(sid: int) -> list[int]:
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if os.getsid(int(entry)) == sid:
+                    out.append(int(entry))
+            except (ProcessLookupError, PermissionError):
+                pass
+    return out
+
+
+def test_a_head_that_fails_midway_is_spawned_once_and_leaves_nothing(tmp_path: Path) -> None:
+    (tmp_path / "sitecustomize.py").write_text(FAILING_HEAD_SITE, encoding="utf-8")
+    proc = subprocess.run(
+        [sys.executable, "-c", FAILING_HEAD_DRIVER],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout.splitlines()[-1])
+    assert "injected failure after the raylet started" in proc.stderr
+    assert out["in_process"] is True
+    assert len(out["heads"]) == 1  # not spawned again after it failed
+    # The raylet's agents, already running when the head failed, went with it.
+    deadline = time.monotonic() + 10.0
+    while _in_session(out["heads"][0]) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _in_session(out["heads"][0]) == []
+
+
+REJOIN = """
+import json, os
+import ray
+from plangraph.runtime import ray_session
+
+ray_session.ensure_ray()
+first = ray_session._head.pid
+ray.shutdown()  # the user's own: only disconnects from the head
+ray_session.ensure_ray()
+second = ray_session._head.pid
+works = ray.get(ray.remote(lambda: 1).remote()) == 1
+ray_session.shutdown_ray()
+print(json.dumps({"first": first, "second": second, "works": works}))
+"""
+
+
+def test_ensure_ray_after_the_users_ray_shutdown_starts_a_new_head() -> None:
+    proc = _python(REJOIN)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout.splitlines()[-1])
+    assert out["works"] and out["first"] != out["second"]
+    assert not _alive(out["first"]) and not _alive(out["second"])

@@ -21,7 +21,8 @@ def build(compiled: Any, **kwargs: Any) -> Algorithm:
     """Lower a compiled plan onto Ray actors: ``Algorithm(compiled, **kwargs)``.
 
     Keyword arguments: ``env`` (gymnasium id or env creator callable), ``num_workers``,
-    ``seed``, ``address`` (Ray cluster; default: start Ray in-process). See
+    ``seed``, ``address`` (Ray cluster; default: start Ray on this machine,
+    ``plangraph.runtime.ray_session.ensure_ray``). See
     ``plangraph.runtime.algorithm.Algorithm``.
     """
     from plangraph.runtime.algorithm import Algorithm

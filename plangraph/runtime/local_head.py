@@ -90,6 +90,8 @@ class LocalHead:
         self._ready: dict[str, Any] | None = None
         self._buffer = b""
         self._started = False
+        self.joined = False
+        """Set by the driver once it has joined this head (a head is joined once)."""
 
     @classmethod
     def spawn(cls) -> LocalHead:
@@ -173,7 +175,7 @@ class LocalHead:
     def stop(self, timeout_s: float = STOP_TIMEOUT_S) -> None:
         """Have the head stop every Ray process it started, and wait for it (killing it
         after ``timeout_s`` seconds; Ray's reaper then kills what is left). A head never
-        asked to ``start()`` has started nothing: it exits by itself, unwaited for."""
+        asked to ``start()`` has started nothing and is killed at once."""
         if self._process.poll() is not None:
             return
         assert self._process.stdin is not None
@@ -182,6 +184,9 @@ class LocalHead:
         except OSError:
             pass
         if not self._started:
+            # It has started nothing of Ray's yet: no need to let it finish importing Ray.
+            self._process.kill()
+            self._process.wait()
             return
         try:
             self._process.wait(timeout=timeout_s)
@@ -303,6 +308,8 @@ def _serve() -> int:
         )
     except Exception as exc:  # reported to the driver, which starts Ray in-process
         print(json.dumps({"error": f"{type(exc).__name__}: {exc}"}), flush=True)
+        # What had started before the failure (a raylet that aborted leaves its agents).
+        _kill_own_process_group()
         return 1
     mark("head_ready")
     node.start_deferred_log_monitor()
@@ -324,7 +331,27 @@ def _serve() -> int:
     # What ray.shutdown() does for the cluster ray.init() started, waiting for the exits.
     node.destroy_external_storage()
     node.kill_all_processes(check_alive=False, allow_graceful=True, wait=True)
+    _kill_own_process_group()
     return 0
+
+
+def _kill_own_process_group() -> None:
+    """SIGKILL every other process of this process's group: whatever Ray started here and
+    did not stop (this process leads its own session and group; rollout workers have
+    groups of their own and exit when their raylet does)."""
+    import signal
+
+    me, group = os.getpid(), os.getpgrp()
+    if group != me:
+        return  # not started as LocalHead does: the group is someone else's
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == me:
+            continue
+        try:
+            if os.getpgid(int(entry)) == group:
+                os.kill(int(entry), signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
 
 
 if __name__ == "__main__":

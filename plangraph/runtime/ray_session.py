@@ -163,7 +163,7 @@ def spawn_local_head() -> None:
     ray = sys.modules.get("ray")
     if ray is not None and ray.is_initialized():
         return
-    if (_head is not None and _head.running) or os.name != "posix":
+    if _head is not None or os.name != "posix":
         return
     from plangraph.runtime.local_head import LocalHead
 
@@ -192,6 +192,11 @@ def _join_local_head() -> None:
 
     from plangraph.runtime.local_head import HeadStartError, adopt_auth_mode
 
+    if _head is not None and _head.joined:
+        # Joined before, and Ray was shut down since (ray.shutdown() only disconnects
+        # from a head): a new run gets a new Ray, as ray.init() would start.
+        _head.stop()
+        _head = None
     start_local_ray()
     if _head is not None:
         try:
@@ -207,6 +212,7 @@ def _join_local_head() -> None:
             try:
                 adopt_auth_mode(ready.get("auth_mode"))
                 ray.init(address=ready["address"], include_dashboard=False, configure_logging=False)
+                _head.joined = True
             except BaseException:
                 _head.stop()
                 _head = None
@@ -248,7 +254,11 @@ def shutdown_ray() -> None:
     ``start_local_ray`` (waiting until every Ray process it started has exited), or, for
     Ray started in-process, ``ray.shutdown()`` made about 1 s faster (see
     ``_stop_autoscaler_monitor``). A process that joined a cluster only disconnects, as
-    with ``ray.shutdown()``. Does nothing when there is neither."""
+    with ``ray.shutdown()``. Does nothing when there is neither.
+
+    ``ray.shutdown()`` alone only disconnects from the head: its Ray processes stay until
+    this function, the next ``ensure_ray()`` (which replaces the head) or the end of the
+    process."""
     global _head
     ray = sys.modules.get("ray")
     if ray is not None and ray.is_initialized():

@@ -1,11 +1,12 @@
-"""The driver's own start-up work, done in a thread while ``ray.init`` starts Ray.
+"""The driver's own start-up work, done in a thread while Ray's head node comes up.
 
-``ray.init`` spends most of its seconds waiting for Ray's processes to come up. The learner
-needs none of them to be built, only torch (about 1 s to import, plus another second for
+Ray's head node takes seconds to come up (``plangraph.runtime.local_head``). The learner
+needs none of it to be built, only torch (about 1 s to import, plus another second for
 the ``torch._dynamo`` that constructing a torch optimizer imports) and the observation and
 action spaces of its env. ``Warmup`` imports the first and reads the second from one env
 created (and closed) here, so that when Ray is up the learner is built at once and the
-rollout workers get its weights without the driver waiting for a worker to answer.
+rollout workers get its weights without the driver waiting for a worker to answer. Every
+background import of the driver goes through one thread (``import_in_background``).
 
 Spaces are read here only where the env is known to be creatable in this process: not
 when joining a cluster (``address``), whose workers may have what the driver lacks; then
