@@ -167,7 +167,11 @@ def spawn_local_head() -> None:
         return
     from plangraph.runtime.local_head import LocalHead
 
-    _head = LocalHead.spawn()
+    try:
+        _head = LocalHead.spawn()
+    except OSError as exc:  # no interpreter to spawn: ensure_ray starts Ray in-process
+        print(f"plangraph: cannot start Ray's head node process ({exc})", file=sys.stderr)
+        return
     if not _atexit_registered:
         # A process that exits without shutdown_ray() still stops its head on the way out.
         atexit.register(shutdown_ray)
