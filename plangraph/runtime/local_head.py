@@ -3,8 +3,9 @@
 ``ray.init()`` on one machine starts Ray's processes from the driver and waits for each of
 them in turn (about 2.5 s on 2 cores), and the driver's interpreter is busy for part of that
 time, so its own start-up (compiling, importing torch, reading env spaces) cannot overlap
-with it. ``LocalHead.start()`` starts the same head node in a child process instead, as soon
-as ``plangraph run`` knows that the run is local and that its plan compiles; ``ensure_ray``
+with it. ``LocalHead.spawn()`` starts a child process that imports Ray at once, and
+``start()`` has it start the same head node as soon as ``plangraph run`` knows that the run
+is local and that its plan compiles; ``ensure_ray``
 joins it (``ray.init(address=...)``) when the build first needs Ray, by which time it is
 mostly up (``tools/bench_startup.py``: the row "Ray head node up in its own process").
 
@@ -83,7 +84,7 @@ class HeadStartError(RuntimeError):
 
 
 class LocalHead:
-    """The driver's handle on a head-node process (``LocalHead.start()``)."""
+    """The driver's handle on a head-node process (``LocalHead.spawn()``)."""
 
     def __init__(self, process: subprocess.Popen[bytes]) -> None:
         self._process = process
@@ -279,7 +280,7 @@ def _serve() -> int:
 
         head_node = _head_node_class()
     except Exception as exc:  # reported to the driver, which starts Ray in-process
-        print(json.dumps({"error": f"{type(exc).__name__}: {exc}"}), flush=True)
+        _report_error(exc)
         return 1
     try:
         line = sys.stdin.buffer.readline()
@@ -307,7 +308,7 @@ def _serve() -> int:
             params, head=True, shutdown_at_exit=False, spawn_reaper=True, ray_init_cluster=True
         )
     except Exception as exc:  # reported to the driver, which starts Ray in-process
-        print(json.dumps({"error": f"{type(exc).__name__}: {exc}"}), flush=True)
+        _report_error(exc)
         # What had started before the failure (a raylet that aborted leaves its agents).
         _kill_own_process_group()
         return 1
@@ -333,6 +334,11 @@ def _serve() -> int:
     node.kill_all_processes(check_alive=False, allow_graceful=True, wait=True)
     _kill_own_process_group()
     return 0
+
+
+def _report_error(exc: Exception) -> None:
+    """Tell the driver why the head did not come up (``ready()`` raises it)."""
+    print(json.dumps({"error": f"{type(exc).__name__}: {exc}"}), flush=True)
 
 
 def _kill_own_process_group() -> None:
