@@ -107,6 +107,58 @@ def test_capacity_and_learning_starts_are_split_over_the_shards_in_env_steps() -
         shards.stop()
 
 
+def test_training_intensity_owes_replay_per_env_step_stored_past_learning_starts() -> None:
+    params = ReplayActorsParams(
+        capacity=100, learning_starts=8, num_shards=2, training_intensity=2.0
+    )
+    shards = ReplayActorSet(params, seed=0, name="replay")
+    try:
+        # Below learning_starts nothing is owed and storing goes on.
+        shards.add(0, _rows(0, 6), 6, "store")
+        assert shards.replay_owed() == 0 and not shards.may_replay() and not shards.store_waits()
+        # 4 env steps past learning_starts owe 8 of replay; shard 0 (4 of its 4) is ready,
+        # so the writer holds its next batch until the reader has asked for them.
+        shards.add(1, _rows(6, 6), 6, "store")
+        assert shards.replay_owed() == 8 and shards.may_replay() and shards.store_waits()
+        shards.set_in_flight("replay_batches", 6)
+        assert shards.replay_owed() == 2 and shards.store_waits()
+        shards.set_in_flight("replay_batches", 4)  # set, not added
+        shards.add_replayed(6)
+        assert shards.replay_owed() == -2 and not shards.may_replay() and not shards.store_waits()
+        # A checkpoint keeps the ratio; one from before it was kept resumes balanced.
+        state = shards.get_state()
+        assert (state["inserted"], state["replayed"]) == (12, 6)
+        del state["inserted"], state["replayed"]
+        shards.set_state(state)
+        assert (shards.inserted, shards.replayed, shards.replay_owed()) == (12, 8, 0)
+    finally:
+        shards.stop()
+    # Without training_intensity replay is always owed and storing never waits.
+    free = ReplayActorSet(ReplayActorsParams(capacity=10, learning_starts=0, num_shards=1))
+    try:
+        free.add(0, _rows(0, 4), 4, "store")
+        assert free.may_replay() and not free.store_waits()
+    finally:
+        free.stop()
+
+
+def test_a_writer_is_not_held_while_no_shard_can_be_asked() -> None:
+    """Replay owed to shards that are not ready yet (an uneven split, a replaced shard)
+    cannot be asked for: storing is what makes it possible, so it goes on."""
+    params = ReplayActorsParams(
+        capacity=100, learning_starts=8, num_shards=2, training_intensity=1.0
+    )
+    shards = ReplayActorSet(params, seed=0, name="replay")
+    try:
+        shards.add(0, _rows(0, 3), 3, "store")
+        shards.add(1, _rows(3, 9), 9, "store")  # 12 inserted, 4 owed; shard 0 holds 3 of 4
+        assert shards.may_replay() and shards.ready(1) and shards.store_waits()
+        shards.stored[1] = 0  # as after shard 1 was replaced by an empty one
+        assert shards.may_replay() and not shards.store_waits()
+    finally:
+        shards.stop()
+
+
 def test_shards_are_chosen_round_robin_or_by_worker() -> None:
     params = ReplayActorsParams(capacity=30, learning_starts=0, num_shards=3)
     shards = ReplayActorSet(params, seed=0, name="replay")
@@ -176,6 +228,26 @@ def test_store_to_replay_passes_the_rollout_workers_object_ref() -> None:
         assert all(isinstance(b, SampleBatch) and b.count == 32 for b in batches)
         assert isinstance(sent[4], SampleBatch)  # a batch made in the driver: sent as is
         assert metrics.counters["num_env_steps_stored"] == 4 * 32 + 4
+    finally:
+        algo.stop()
+
+
+@pytest.mark.parametrize("intensity", [0.5, 3.0])
+def test_a_run_keeps_the_replay_ratio_its_training_intensity_sets(intensity: float) -> None:
+    """Replayed env steps track ``intensity * (stored - learning_starts)`` at every
+    iteration, within what is in flight: the shards' requests (2 shards x 4 x 32 env steps)
+    and one held rollout fragment (32 env steps) of replay."""
+    algo = _apex(replay={"training_intensity": intensity}).build(seed=0)
+    try:
+        for _ in range(6):
+            r = algo.train()
+            stored = r["counters"]["num_env_steps_stored"]
+            replayed = r["counters"]["num_env_steps_replayed"]
+            target = intensity * max(0, stored - SMALL["learning_starts"])
+            assert target - (2 * 4 * 32 + intensity * 32) <= replayed <= target + 32, r["counters"]
+        assert replayed > 0 and r["num_env_steps_trained"] > 0
+        shards = algo.ctx.replay_actors["replay"]
+        assert shards.inserted == stored and shards.replayed >= replayed
     finally:
         algo.stop()
 
@@ -330,6 +402,10 @@ def test_explain_shows_the_shards_the_memory_and_the_per_worker_epsilons(
     assert "replay: ReplayActors (sharded over Ray actors)" in out
     assert "shards: 4 Ray actors, prioritized (alpha 0.6, beta 0.4 -> 0.4), FIFO" in out
     assert "per shard: 25,000 env steps, sampled once holding 250" in out
+    assert (
+        "        replay ratio: 8 env steps replayed per env step stored past learning_starts\n"
+        "          (replay waits when ahead, StoreToReplay when behind)\n"
+    ) in out
     assert "78 bytes per env step" in out and "2.9 MiB per shard, 11.4 MiB in total" in out
     assert "epsilon_i = epsilon ** (1 + 7 * i / (N - 1))" in out
     assert "worker 1: 0.1, worker 2: 1e-08" in out

@@ -232,6 +232,11 @@ class ReplayActorsParams(ReplayBufferParams):
     sends TD-error priorities back to the shard and slot they were sampled from. A shard
     whose actor dies is reported (plan node, shard, Ray node) and, within
     ``max_shard_restarts``, replaced by an empty one while the run goes on.
+
+    ``training_intensity`` fixes the replay ratio, so that a run learns the same on a fast
+    and a loaded machine: after ``learning_starts`` env steps are stored, replay keeps
+    ``replayed = training_intensity * (stored - learning_starts)`` (env steps), give or
+    take the requests in flight, in both directions (see :class:`ReplayActorSet`).
     """
 
     capacity: int = Field(
@@ -261,6 +266,17 @@ class ReplayActorsParams(ReplayBufferParams):
     )
     shard_restart_window_s: float = Field(
         300.0, gt=0.0, description="Sliding window in which a shard's replacements count (s)."
+    )
+    training_intensity: float | None = Field(
+        None,
+        gt=0.0,
+        description=(
+            "Env steps replayed per env step stored past learning_starts (RLlib's "
+            "training_intensity; Reverb's samples-per-insert rate limiter): ParallelReplay "
+            "asks for no more, and StoreToReplay holds the next rollout batch (so the "
+            "rollout workers wait) while replay is behind. None: no bound, the learner "
+            "trains as fast as it can while the workers sample as fast as they can."
+        ),
     )
 
     @model_validator(mode="after")
@@ -382,10 +398,20 @@ def _replay_actors_notes(params: ReplayActorsParams) -> list[str]:
         if params.max_shard_restarts
         else "stops the run"
     )
+    ratio = (
+        [
+            f"  replay ratio: {params.training_intensity:g} env steps replayed per env step "
+            "stored past learning_starts",
+            "    (replay waits when ahead, StoreToReplay when behind)",
+        ]
+        if params.training_intensity is not None
+        else ["  replay ratio: not bound (the learner's and the workers' speeds set it)"]
+    )
     return [
         f"shards: {n} Ray actor{'s' if n != 1 else ''}, {kind}, FIFO",
         f"  per shard: {span(caps)} env steps, sampled once holding {span(starts)}",
         f"  a dead shard {dead}",
+        *ratio,
     ]
 
 

@@ -22,11 +22,21 @@ shard is sampled only once that reaches its share of ``learning_starts``. Ray ru
 actor's calls from one caller in submission order, so by then the shard holds them (a
 shard that still answers "not ready", because an add failed, is asked again after the
 next add).
+
+Replay ratio. With ``training_intensity`` (RLlib's name; Reverb's ``SampleToInsertRatio``
+rate limiter does the same for a replay table) the set keeps ``replayed ~= intensity *
+(inserted - learning_starts)`` in env steps. ``ParallelReplay`` asks the shards only while
+replay is owed (:meth:`ReplayActorSet.may_replay`), and ``StoreToReplay`` holds its next
+batch while replay is owed and a shard can be asked (:meth:`ReplayActorSet.store_waits`),
+so the rollout workers, whose next sample request waits for their last batch to be taken,
+wait for the learner. Without it the ratio is whatever the learner's and the workers' speeds
+make it, which changes with the machine's load (Ape-X on 2 cores: 3 to 6).
 """
 
 from __future__ import annotations
 
 import collections
+import math
 import warnings
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -184,6 +194,9 @@ class ReplayActorSet:
         generations: per shard, how many of its actors died.
         node_ids: per shard, the Ray node its actor runs on.
         stored: per shard, env steps sent to its current actor.
+        inserted: env steps sent over all shards since the run began (monotone: a
+            replaced shard's are kept).
+        replayed: env steps of the replayed batches the shards delivered.
         num_restarts: dead shards replaced so far.
     """
 
@@ -206,6 +219,9 @@ class ReplayActorSet:
         self._memory = tuple(shard_memory) if shard_memory else None
         self.generations = [0] * self.num_shards
         self.stored = [0] * self.num_shards
+        self.inserted = 0
+        self.replayed = 0
+        self._in_flight: dict[str, int] = {}  # reader node id -> env steps asked, not delivered
         self._retry_after = [0] * self.num_shards
         self.num_restarts = 0
         self.restart_policy = RestartPolicy(
@@ -330,6 +346,7 @@ class ReplayActorSet:
         ref = self.shards[shard].add.remote(batch)
         self._adds[shard][ref] = None
         self.stored[shard] += int(count)
+        self.inserted += int(count)
 
     def _reap(self, shard: int, node_id: str, block: bool) -> None:
         """Collect finished adds of ``shard``; a dead actor is replaced (or raises)."""
@@ -369,6 +386,39 @@ class ReplayActorSet:
         more env steps were sent to it."""
         self._retry_after[shard] = self.stored[shard] + 1
 
+    # -- replay ratio ------------------------------------------------------------------
+
+    def replay_owed(self) -> float:
+        """Env steps of replay that ``training_intensity`` asks for beyond those delivered
+        and those in flight: ``intensity * max(0, inserted - learning_starts) - replayed -
+        in_flight``; ``+inf`` without ``training_intensity``."""
+        intensity = self.params.training_intensity
+        if intensity is None:
+            return math.inf
+        past = max(0, self.inserted - self.params.learning_starts)
+        return intensity * past - self.replayed - sum(self._in_flight.values())
+
+    def may_replay(self) -> bool:
+        """Whether a reader may ask a shard for another batch (replay is owed)."""
+        return self.replay_owed() > 0
+
+    def store_waits(self) -> bool:
+        """Whether a writer should hold its next batch: ``training_intensity`` is set,
+        replay is owed, and some shard can be asked for it. While no shard can be, storing
+        is what lets replay start (or resume after a shard was replaced), so it goes on."""
+        if self.params.training_intensity is None or self.replay_owed() <= 0:
+            return False
+        return any(self.ready(k) for k in range(self.num_shards))
+
+    def set_in_flight(self, reader: str, env_steps: int) -> None:
+        """Reader ``reader`` (a plan node id) has requests for ``env_steps`` env steps in
+        flight (set, not added: a rebuilt reader cannot leave a stale count behind)."""
+        self._in_flight[reader] = int(env_steps)
+
+    def add_replayed(self, env_steps: int) -> None:
+        """A shard delivered a replayed batch of ``env_steps`` env steps."""
+        self.replayed += int(env_steps)
+
     # -- priorities --------------------------------------------------------------------
 
     def update_priorities(
@@ -394,6 +444,8 @@ class ReplayActorSet:
             "shards": list(ray.get([s.get_state.remote() for s in self.shards])),
             "generations": list(self.generations),
             "stored": list(self.stored),
+            "inserted": self.inserted,
+            "replayed": self.replayed,
             "next_shard": self._next_shard,
         }
 
@@ -413,6 +465,14 @@ class ReplayActorSet:
             )
         self.generations = [int(g) for g in state["generations"]]
         self.stored = [int(s) for s in state["stored"]]
+        self.inserted = int(state.get("inserted", sum(self.stored)))
+        # A checkpoint from before the ratio was kept resumes with replay neither owed nor
+        # ahead.
+        balanced = max(0, self.inserted - self.params.learning_starts) * (
+            self.params.training_intensity or 0.0
+        )
+        self.replayed = int(state.get("replayed", balanced))
+        self._in_flight.clear()
         self._next_shard = int(state["next_shard"])
         ray.get([s.set_state.remote(st) for s, st in zip(self.shards, shards, strict=True)])
 

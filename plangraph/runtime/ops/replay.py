@@ -109,12 +109,36 @@ def _local_replay(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalItera
 
 def _store_to_replay_actors(node: Any, ctx: BuildContext) -> Callable[[Any], Any]:
     p = node.params
+    rid = resource_id(p.buffer)
     shards = ctx.replay_actor_set(p.buffer)
     by_worker = p.shard == "by_worker"
     policies = tuple(p.policies)
 
+    # The batch held back while replay is behind (training_intensity), with the rollout
+    # worker and object ref it came with: other branches run before it is stored and may
+    # set the metrics' current actor and ref meanwhile.
+    waiting: list[Any] = []  # [batch, current_actor, current_ref] while one is held
+
+    def why() -> str:
+        # Only evaluated when the sink's idle watchdog fires.
+        return (
+            f"StoreToReplay: holds a rollout batch until replay of {rid!r} catches up with "
+            f"training_intensity={shards.params.training_intensity:g} "
+            f"({shards.replayed:,} env steps replayed for {shards.inserted:,} stored); is "
+            "its reader, ParallelReplay, driven, and its learner training?"
+        )
+
     def store(batch: Any) -> Any:
         metrics = get_metrics()
+        if waiting and waiting[0] is batch:
+            metrics.current_actor, metrics.current_ref = waiting[1], waiting[2]
+        if shards.store_waits():
+            if not waiting or waiting[0] is not batch:
+                waiting[:] = [batch, metrics.current_actor, metrics.current_ref]
+            note_waiting(node.id, why)
+            note_local_wait()
+            return NOT_READY
+        waiting.clear()
         rows = _policy_rows(node.id, batch, policies)  # one policy's rows of a multi-agent batch
         count = rows.env_steps() if rows is batch else rows.count
         if count == 0:
@@ -153,18 +177,42 @@ def _parallel_replay(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIt
             f"(env steps sent: {held}; is its writer, StoreToReplay, driven and fed?)"
         )
 
+    def ask(pending: dict[Any, tuple[int, Any]]) -> None:
+        # Up to num_async requests per ready shard, while the replay ratio allows
+        # (ReplayActors' training_intensity); shards are asked in turn, one request each.
+        asked = [0] * shards.num_shards
+        for kk, a in pending.values():
+            if a is shards.shards[kk]:
+                asked[kk] += 1
+        more = True
+        while more:
+            more = False
+            for k in range(shards.num_shards):
+                if asked[k] >= p.num_async or not shards.ready(k) or not shards.may_replay():
+                    continue
+                actor = shards.shards[k]
+                pending[actor.replay.remote(p.batch_size)] = (k, actor)
+                asked[k] += 1
+                shards.set_in_flight(node.id, len(pending) * p.batch_size)
+                more = True
+
+    def ratio_why() -> str:
+        intensity = shards.params.training_intensity
+        return (
+            f"ParallelReplay: replay of {rid!r} is ahead of its training_intensity="
+            f"{intensity:g} ({shards.replayed:,} env steps replayed for {shards.inserted:,} "
+            "stored); is its writer, StoreToReplay, driven and fed?"
+        )
+
     def base(timeout: float | None) -> Iterator[Any]:
         pending: dict[Any, tuple[int, Any]] = {}  # request -> (shard, the actor asked)
         while True:
-            for k in range(shards.num_shards):
-                if not shards.ready(k):
-                    continue
-                actor = shards.shards[k]
-                asked = sum(1 for kk, a in pending.values() if kk == k and a is actor)
-                for _ in range(p.num_async - asked):
-                    pending[actor.replay.remote(p.batch_size)] = (k, actor)
+            ask(pending)
             if not pending:
-                note_waiting(node.id, why)
+                if not shards.may_replay():
+                    note_waiting(node.id, ratio_why)
+                else:
+                    note_waiting(node.id, why)
                 note_local_wait()
                 yield NOT_READY
                 continue
@@ -180,6 +228,7 @@ def _parallel_replay(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIt
             batches = []
             for ref in [r for r in refs if r in in_ready]:  # submission order
                 shard, actor = pending.pop(ref)
+                shards.set_in_flight(node.id, len(pending) * p.batch_size)
                 try:
                     batch = ray.get(ref)
                 except RayActorError as exc:
@@ -194,6 +243,7 @@ def _parallel_replay(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIt
                 if batch is None:  # an add was lost: ask again after the next one
                     shards.not_ready_after(shard)
                     continue
+                shards.add_replayed(batch.env_steps())
                 batches.append(batch)
             for batch in batches:
                 get_metrics().counters[REPLAYED] += batch.env_steps()
