@@ -116,6 +116,21 @@ def test_ppo_epochs_minibatches_counters_and_kl() -> None:
     assert steps == {12}
 
 
+def test_ppo_reports_the_entropy_it_trains_on_only_when_its_coefficient_is_not_zero() -> None:
+    """With entropy_coeff 0 the entropy is reported but left out of the loss's graph; the
+    same weights and batch give the same entropy, and a coefficient subtracts it."""
+    batch = _cartpole_batch(PPOConfig(), n=2, horizon=20)
+    losses, stats = {}, {}
+    for coeff in (0.0, 0.5):
+        policy = make_policy(CARTPOLE_OBS, TWO_ACTIONS, PPOConfig(entropy_coeff=coeff), seed=1)
+        loss, stats[coeff] = policy._loss(policy._tensors(batch))
+        losses[coeff] = loss.item()
+        _, quiet = policy._loss(policy._tensors(batch), with_stats=False)
+        assert quiet == {}
+    assert stats[0.0]["entropy"] == stats[0.5]["entropy"] > 0.0
+    assert losses[0.5] == pytest.approx(losses[0.0] - 0.5 * stats[0.0]["entropy"], rel=1e-5)
+
+
 def test_ppo_first_minibatch_ratio_is_one_for_the_behaviour_policy() -> None:
     cfg = PPOConfig(hiddens=(16,))
     worker = RolloutWorker("CartPole-v1", 2, 10, cfg, seed=0)

@@ -69,8 +69,14 @@ class PPOPolicy(ActorCriticPolicy):
             vf_err = torch.max(vf_err, (clipped - targets) ** 2)
         vf_loss = vf_err.mean()
 
-        entropy = dist.entropy().mean()
-        total = policy_loss + cfg.vf_loss_coeff * vf_loss - cfg.entropy_coeff * entropy
+        total = policy_loss + cfg.vf_loss_coeff * vf_loss
+        if cfg.entropy_coeff:
+            entropy = dist.entropy().mean()
+            total = total - cfg.entropy_coeff * entropy
+        elif with_stats:
+            # Reported, not trained on: outside the graph whose backward each update pays.
+            with torch.no_grad():
+                entropy = dist.entropy().mean()
         if not with_stats:
             return total, {}
         with torch.no_grad():
