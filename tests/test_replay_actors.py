@@ -125,14 +125,28 @@ def test_training_intensity_owes_replay_per_env_step_stored_past_learning_starts
         shards.set_in_flight("replay_batches", 4)  # set, not added
         shards.add_replayed(6)
         assert shards.replay_owed() == -2 and not shards.may_replay() and not shards.store_waits()
-        # A checkpoint keeps the ratio; one from before it was kept resumes balanced.
+        # A checkpoint keeps the ratio's account.
         state = shards.get_state()
-        assert (state["inserted"], state["replayed"]) == (12, 6)
-        del state["inserted"], state["replayed"]
+        assert (state["inserted"], state["replayed"], state["training_intensity"]) == (12, 6, 2)
+        shards.set_in_flight("replay_batches", 0)
         shards.set_state(state)
-        assert (shards.inserted, shards.replayed, shards.replay_owed()) == (12, 8, 0)
+        assert (shards.inserted, shards.replayed, shards.replay_owed()) == (12, 6, 2)
     finally:
         shards.stop()
+    # Restored with another ratio, or from a checkpoint from before the ratio was kept, the
+    # ratio applies from the restore on: no burst of replay (or of sampling) at once.
+    for changed in (
+        {**state, "training_intensity": 8.0},
+        {k: v for k, v in state.items() if k not in ("ratio_mark", "training_intensity")},
+    ):
+        again = ReplayActorSet(params.model_copy(update={"training_intensity": 3.0}))
+        try:
+            again.set_state(changed)
+            assert again.replay_owed() == 0 and not again.store_waits()
+            again.add(0, _rows(12, 2), 2, "store")
+            assert again.replay_owed() == 6  # 3 x the 2 env steps stored since
+        finally:
+            again.stop()
     # Without training_intensity replay is always owed and storing never waits.
     free = ReplayActorSet(ReplayActorsParams(capacity=10, learning_starts=0, num_shards=1))
     try:

@@ -236,7 +236,8 @@ class ReplayActorsParams(ReplayBufferParams):
     ``training_intensity`` fixes the replay ratio, so that a run learns the same on a fast
     and a loaded machine: after ``learning_starts`` env steps are stored, replay keeps
     ``replayed = training_intensity * (stored - learning_starts)`` (env steps), give or
-    take the requests in flight, in both directions (see :class:`ReplayActorSet`).
+    take the requests in flight, in both directions: ParallelReplay waits while replay is
+    ahead, StoreToReplay (and so sampling) while it is behind.
     """
 
     capacity: int = Field(
@@ -272,10 +273,13 @@ class ReplayActorsParams(ReplayBufferParams):
         gt=0.0,
         description=(
             "Env steps replayed per env step stored past learning_starts (RLlib's "
-            "training_intensity; Reverb's samples-per-insert rate limiter): ParallelReplay "
-            "asks for no more, and StoreToReplay holds the next rollout batch (so the "
-            "rollout workers wait) while replay is behind. None: no bound, the learner "
-            "trains as fast as it can while the workers sample as fast as they can."
+            "training_intensity; Reverb's samples-per-insert rate limiter). While replay "
+            "is ahead of it, ParallelReplay asks the shards for no more batches; while "
+            "replay is behind, StoreToReplay holds the next rollout batch, so the rollout "
+            "workers wait for the learner. A restored run whose checkpoint had another "
+            "value applies the new one from the restore on. None (null in JSON and "
+            "--set): no bound; the learner trains as fast as it can while the workers "
+            "sample as fast as they can."
         ),
     )
 

@@ -221,6 +221,9 @@ class ReplayActorSet:
         self.stored = [0] * self.num_shards
         self.inserted = 0
         self.replayed = 0
+        # (inserted, replayed) when the current training_intensity took effect: the start,
+        # or a restore whose checkpoint kept another ratio (it applies from then on).
+        self._ratio_mark = (0, 0)
         self._in_flight: dict[str, int] = {}  # reader node id -> env steps asked, not delivered
         self._retry_after = [0] * self.num_shards
         self.num_restarts = 0
@@ -390,13 +393,16 @@ class ReplayActorSet:
 
     def replay_owed(self) -> float:
         """Env steps of replay that ``training_intensity`` asks for beyond those delivered
-        and those in flight: ``intensity * max(0, inserted - learning_starts) - replayed -
-        in_flight``; ``+inf`` without ``training_intensity``."""
+        and those in flight: ``intensity * max(0, inserted - max(learning_starts,
+        inserted_0)) - (replayed - replayed_0) - in_flight``, where ``(inserted_0,
+        replayed_0)`` is where this ratio took effect ((0, 0) but after a restore that
+        changed it); ``+inf`` without ``training_intensity``."""
         intensity = self.params.training_intensity
         if intensity is None:
             return math.inf
-        past = max(0, self.inserted - self.params.learning_starts)
-        return intensity * past - self.replayed - sum(self._in_flight.values())
+        inserted_0, replayed_0 = self._ratio_mark
+        past = max(0, self.inserted - max(self.params.learning_starts, inserted_0))
+        return intensity * past - (self.replayed - replayed_0) - sum(self._in_flight.values())
 
     def may_replay(self) -> bool:
         """Whether a reader may ask a shard for another batch (replay is owed)."""
@@ -446,6 +452,8 @@ class ReplayActorSet:
             "stored": list(self.stored),
             "inserted": self.inserted,
             "replayed": self.replayed,
+            "training_intensity": self.params.training_intensity,
+            "ratio_mark": list(self._ratio_mark),
             "next_shard": self._next_shard,
         }
 
@@ -466,12 +474,17 @@ class ReplayActorSet:
         self.generations = [int(g) for g in state["generations"]]
         self.stored = [int(s) for s in state["stored"]]
         self.inserted = int(state.get("inserted", sum(self.stored)))
-        # A checkpoint from before the ratio was kept resumes with replay neither owed nor
-        # ahead.
-        balanced = max(0, self.inserted - self.params.learning_starts) * (
-            self.params.training_intensity or 0.0
-        )
-        self.replayed = int(state.get("replayed", balanced))
+        self.replayed = int(state.get("replayed", 0))
+        if "ratio_mark" in state and state.get("training_intensity") == (
+            self.params.training_intensity
+        ):
+            mark = state["ratio_mark"]
+            self._ratio_mark = (int(mark[0]), int(mark[1]))
+        else:
+            # Another ratio (or a checkpoint from before the ratio was kept): the new one
+            # applies from here on, not to every env step stored since learning_starts,
+            # which would owe (or forgive) a burst of replay at once.
+            self._ratio_mark = (self.inserted, self.replayed)
         self._in_flight.clear()
         self._next_shard = int(state["next_shard"])
         ray.get([s.set_state.remote(st) for s, st in zip(self.shards, shards, strict=True)])

@@ -37,7 +37,10 @@ class StoreToReplayParams(OpParams):
     sampled it), as an object ref: the shard actor reads the batch from the object store,
     so the driver neither serialises nor sends its rows again (it passes the ref the
     rollout worker returned; a batch made in the driver is put once). Adds the batch's env
-    steps to counter ``num_env_steps_stored`` (``ReplayActors`` only).
+    steps to counter ``num_env_steps_stored`` (``ReplayActors`` only). With the
+    ``ReplayActors``' ``training_intensity`` set, a batch is held (not ready) while replay
+    is behind that ratio and a shard can be asked for it: its source, and so the rollout
+    workers, wait for the learner.
     """
 
     buffer: ResourceRef = Field(
@@ -104,8 +107,10 @@ class ParallelReplayParams(OpParams):
     ``replay_shard`` (int64 ``[B]``, the shard index) and ``batch_indexes`` (int64 ``[B]``,
     the rows' insertion ids in that shard: slot = id % shard capacity), plus IS ``weights``
     for prioritized shards, so ``UpdatePriorities`` can send TD errors back. Adds env steps
-    to counter ``num_env_steps_replayed``. A dead shard is replaced (empty) or stops the run
-    as its resource says (``max_shard_restarts``).
+    to counter ``num_env_steps_replayed``. With the resource's ``training_intensity`` set,
+    no request is made while replay is ahead of that ratio (not ready until
+    ``StoreToReplay`` stores more). A dead shard is replaced (empty) or stops the run as
+    its resource says (``max_shard_restarts``).
     """
 
     buffer: ResourceRef = Field(description='The ReplayActors resource to read, "@id".')
