@@ -111,14 +111,21 @@ def close_matches(word: str, candidates: Iterable[str], n: int = 3) -> tuple[str
     return tuple(lower[h] for h in hits)
 
 
+_PYTHON_LITERALS: dict[str, Any] = {"None": None, "True": True, "False": False}
+
+
 def parse_key_value(item: str) -> tuple[str, Any] | None:
     """``"a=1"`` -> ``("a", 1)``, ``"b=x"`` -> ``("b", "x")``: the value as JSON when it
-    parses, else the text as given; the key stripped of spaces. ``None`` when ``item`` has
-    no ``=`` or an empty key (the caller says which option was malformed)."""
+    parses, else the text as given; Python's ``None``, ``True`` and ``False`` as JSON's
+    ``null``, ``true`` and ``false`` (what an RLlib user types); the key stripped of
+    spaces. ``None`` when ``item`` has no ``=`` or an empty key (the caller says which
+    option was malformed)."""
     key, sep, raw = item.partition("=")
     key = key.strip()
     if not sep or not key:
         return None
+    if raw.strip() in _PYTHON_LITERALS:
+        return key, _PYTHON_LITERALS[raw.strip()]
     try:
         return key, json.loads(raw)
     except json.JSONDecodeError:

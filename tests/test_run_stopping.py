@@ -18,6 +18,14 @@ def test_parse_key_values_json_and_strings() -> None:
         "c": "x",
         "d": [1, 2],
     }
+    # Python's literals as JSON's, as an RLlib user types them.
+    assert parse_key_values(["a=None", "b=null", "c=True", "d=False", "e=none"], what="--set") == {
+        "a": None,
+        "b": None,
+        "c": True,
+        "d": False,
+        "e": "none",
+    }
 
 
 @pytest.mark.parametrize("bad", ["novalue", "=3"])
