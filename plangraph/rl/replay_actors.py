@@ -30,7 +30,7 @@ replay is owed (:meth:`ReplayActorSet.may_replay`), and ``StoreToReplay`` holds 
 batch while replay is owed and a shard can be asked (:meth:`ReplayActorSet.store_waits`),
 so the rollout workers, whose next sample request waits for their last batch to be taken,
 wait for the learner. Without it the ratio is whatever the learner's and the workers' speeds
-make it, which changes with the machine's load (Ape-X on 2 cores: 3 to 6).
+make it, which changes with the machine's load (Ape-X on 2 cores: 1 to 6).
 """
 
 from __future__ import annotations
@@ -395,8 +395,8 @@ class ReplayActorSet:
         """Env steps of replay that ``training_intensity`` asks for beyond those delivered
         and those in flight: ``intensity * max(0, inserted - max(learning_starts,
         inserted_0)) - (replayed - replayed_0) - in_flight``, where ``(inserted_0,
-        replayed_0)`` is where this ratio took effect ((0, 0) but after a restore that
-        changed it); ``+inf`` without ``training_intensity``."""
+        replayed_0)`` is where this ratio took effect ((0, 0) unless a restore changed
+        it); ``+inf`` without ``training_intensity``."""
         intensity = self.params.training_intensity
         if intensity is None:
             return math.inf
