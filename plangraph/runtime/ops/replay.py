@@ -133,8 +133,8 @@ def _store_to_replay_actors(node: Any, ctx: BuildContext) -> Callable[[Any], Any
         if waiting and waiting[0] is batch:
             metrics.current_actor, metrics.current_ref = waiting[1], waiting[2]
         if shards.store_waits():
-            if not waiting or waiting[0] is not batch:
-                waiting[:] = [batch, metrics.current_actor, metrics.current_ref]
+            # (For the held batch itself, the actor and ref just restored from `waiting`.)
+            waiting[:] = [batch, metrics.current_actor, metrics.current_ref]
             note_waiting(node.id, why)
             note_local_wait()
             return NOT_READY
