@@ -130,8 +130,9 @@ def test_the_driver_joins_its_own_head_node_and_shutdown_stops_every_ray_process
     # A Ctrl-C in the terminal reaches the driver only.
     assert out["own_session"]
     kinds = set(out["pids"])
-    assert {"gcs_server", "raylet", "log_monitor"} <= kinds
+    assert {"gcs_server", "raylet"} <= kinds
     assert "monitor" not in kinds and "dashboard" not in kinds  # nothing to do on one machine
+    assert "log_monitor" not in kinds  # a thread of the head process
     # Ray's agents and the rollout workers' processes are the raylet's children.
     assert len(tree) > 1 + sum(len(ps) for ps in out["pids"].values())
     # shutdown_ray() waited for the head, which waited for every process it started.
@@ -143,6 +144,47 @@ def test_a_driver_killed_by_sigkill_leaves_no_ray_process_behind() -> None:
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert _wait_gone(tree) == []
+
+
+WORKER_OUTPUT = """
+import sys, time
+import ray
+from plangraph.runtime import ray_session
+
+class Tee:  # what Ray's log listener prints to the driver's stderr, kept
+    def __init__(self, stream):
+        self.stream, self.text = stream, ""
+    def write(self, data):
+        self.text += data
+        return self.stream.write(data)
+    def flush(self):
+        self.stream.flush()
+    def fileno(self):
+        return self.stream.fileno()
+
+ray_session.spawn_local_head()
+ray_session.ensure_ray()
+sys.stderr = tee = Tee(sys.stderr)  # Ray's listener looks it up at each print
+
+@ray.remote
+def speak():
+    print("plangraph-worker-output-marker", file=sys.stderr, flush=True)
+
+ray.get(speak.remote())
+deadline = time.monotonic() + 60
+while "plangraph-worker-output-marker" not in tee.text and time.monotonic() < deadline:
+    time.sleep(0.05)
+ray_session.shutdown_ray()
+print("seen" if "plangraph-worker-output-marker" in tee.text else "missing")
+"""
+
+
+def test_worker_output_reaches_the_driver_through_the_heads_log_monitor() -> None:
+    proc = _python(WORKER_OUTPUT)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[-1] == "seen", proc.stderr
+    assert "(speak pid=" in proc.stderr  # Ray's prefix: which task printed it
+    assert "log monitor stopped" not in proc.stderr
 
 
 FALLBACK = """

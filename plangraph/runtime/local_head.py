@@ -39,6 +39,7 @@ import os
 import select
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -225,36 +226,69 @@ def adopt_auth_mode(mode: str | None) -> None:
 
 
 def _head_node_class() -> type:
-    """Ray's ``Node`` without the dashboard's API server, and with its log monitor started
-    once the node is up (``start_deferred_log_monitor``) rather than before the raylet.
+    """Ray's ``Node`` without the dashboard's API server, and with its log monitor run in a
+    thread of the head process once the node is up (``start_log_monitor_thread``) rather
+    than in a process of its own started before the raylet.
 
     Without the dashboard (``include_dashboard=False``), ``ray.init()`` still starts that
     server with only its usage-statistics module, which ``ray.init()`` turns off, and waits
     for it to come up before it starts the raylet: about 0.5 s of every start, for a process
-    with nothing to do. The log monitor (it forwards the workers' output to the driver)
-    costs about 0.45 s of CPU to start, on 2 cores taken from the raylet's own start; no
-    worker exists before the node is up, and the monitor reads every log file from its
-    first byte, so starting it then loses no output.
+    with nothing to do. The log monitor (it forwards the workers' output to the driver) is
+    a Python process that imports Ray, about 1 s of CPU on 2 cores shared with the raylet's
+    own start and the driver's imports; the head process has Ray imported already and waits
+    on its pipe once the node is up. No worker exists before then, and the monitor reads
+    every log file from its first byte, so starting it then loses no output.
     """
     import ray._private.node
 
     class HeadNode(ray._private.node.Node):  # type: ignore[misc]
-        _log_monitor_deferred = False
-
         def start_api_server(self, *, include_dashboard: Any, raise_on_failure: Any) -> None:
             self._webui_url = None
 
         def start_log_monitor(self) -> None:
-            if not self._log_monitor_deferred:
-                self._log_monitor_deferred = True
-                return
-            super().start_log_monitor()
-
-        def start_deferred_log_monitor(self) -> None:
-            if self._log_monitor_deferred and "log_monitor" not in self.all_processes:
-                super().start_log_monitor()
+            pass  # started by start_log_monitor_thread once the node is up
 
     return HeadNode
+
+
+def start_log_monitor_thread(node: Any) -> tuple[threading.Thread, threading.Event]:
+    """Run Ray's ``LogMonitor`` for ``node`` in a daemon thread of this process, logging to
+    the node's ``log_monitor.log`` as Ray's own process does; returns the thread and the
+    event to set before the node stops (an error after that is the node going away)."""
+    import logging.handlers
+
+    from ray._private import log_monitor, ray_constants
+    from ray._raylet import GcsClient
+
+    # Its own file only: the "ray" logger above it prints to the terminal.
+    handler = logging.handlers.RotatingFileHandler(
+        os.path.join(node.get_logs_dir_path(), ray_constants.LOG_MONITOR_LOG_FILE_NAME),
+        maxBytes=node.max_bytes,
+        backupCount=node.backup_count,
+    )
+    handler.setFormatter(logging.Formatter(ray_constants.LOGGER_FORMAT))
+    log_monitor.logger.addHandler(handler)
+    log_monitor.logger.setLevel(ray_constants.LOGGER_LEVEL.upper())
+    log_monitor.logger.propagate = False
+    monitor = log_monitor.LogMonitor(
+        node.node_ip_address,
+        node.get_logs_dir_path(),
+        GcsClient(address=node.gcs_address),
+        log_monitor.is_proc_alive,
+        gcs_address=node.gcs_address,
+    )
+    stopping = threading.Event()
+
+    def run() -> None:
+        try:
+            monitor.run()
+        except Exception:
+            if not stopping.is_set():
+                log_monitor.logger.exception("the log monitor stopped")
+
+    thread = threading.Thread(target=run, name="ray-log-monitor", daemon=True)
+    thread.start()
+    return thread, stopping
 
 
 def _serve() -> int:
@@ -313,7 +347,7 @@ def _serve() -> int:
         _kill_own_process_group()
         return 1
     mark("head_ready")
-    node.start_deferred_log_monitor()
+    _, log_monitor_stopping = start_log_monitor_thread(node)
     pids = {
         kind: sorted(info.process.pid for info in infos)
         for kind, infos in sorted(node.all_processes.items())
@@ -330,6 +364,7 @@ def _serve() -> int:
     except _Stop:
         pass
     # What ray.shutdown() does for the cluster ray.init() started, waiting for the exits.
+    log_monitor_stopping.set()
     node.destroy_external_storage()
     node.kill_all_processes(check_alive=False, allow_graceful=True, wait=True)
     _kill_own_process_group()
