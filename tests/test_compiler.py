@@ -306,17 +306,21 @@ def test_a_bad_value_from_config_says_where_to_fix_it() -> None:
     (d,) = analyze(doc).diagnostics
     assert d.pointer == "/nodes/c/params/min_batch_size"
     assert d.hint is not None and d.hint.startswith(
-        "set config.bs to a value >= 1 (at /config/bs), or pass --set bs=VALUE; min_batch_size:"
+        "set config.bs to a value >= 1 (at /config/bs), or pass config={'bs': VALUE}; "
+        "min_batch_size:"
     )
     (d,) = analyze(doc, config={"bs": -3}).diagnostics
     assert d.hint is not None and d.hint.startswith(
-        "the value comes from --set bs=-3: pass a value >= 1 instead "
+        "the value comes from config={'bs': -3}: pass a value >= 1 instead "
         "(the plan's default 0 is at /config/bs)"
     )
+    # The commands spell the same override as their --set.
+    (d,) = analyze(doc, config={"bs": -3}, override_syntax="cli").diagnostics
+    assert d.hint is not None and d.hint.startswith("the value comes from --set bs=-3: ")
     doc["nodes"]["c"]["params"]["min_batch_size"] = "${bs // mb}"
     (d,) = analyze(doc, config={"bs": 2}).diagnostics
     assert d.hint is not None and d.hint.startswith(
-        "the value is computed by ${bs // mb} from config.bs (overridden by --set bs=2), "
+        "the value is computed by ${bs // mb} from config.bs (overridden by config={'bs': 2}), "
         "config.mb (at /config/mb): change them so that it is >= 1"
     )
     # resource params name the config key too, and a literal value gets no config hint

@@ -59,7 +59,14 @@ def test_a_bad_value_is_checked_and_names_the_set() -> None:
     compiled = plangraph.analyze(PPO, config={"nodes.train.num_sgd_iter": 0})
     [err] = compiled.errors
     assert err.code == "PG140" and err.pointer == "/nodes/train/params/num_sgd_iter"
-    assert "the value comes from --set nodes.train.num_sgd_iter=0" in (err.hint or "")
+    assert "the value comes from config={'nodes.train.num_sgd_iter': 0}" in (err.hint or "")
+    # a literal as Python spells it, where the command line takes JSON
+    compiled = plangraph.analyze(PPO, config={"nodes.train.num_sgd_iter": None})
+    assert "config={'nodes.train.num_sgd_iter': None}" in (compiled.errors[0].hint or "")
+    compiled = plangraph.analyze(
+        PPO, config={"nodes.train.num_sgd_iter": None}, override_syntax="cli"
+    )
+    assert "--set nodes.train.num_sgd_iter=null" in (compiled.errors[0].hint or "")
 
 
 def test_replacing_a_reference_read_elsewhere_warns() -> None:

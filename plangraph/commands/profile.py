@@ -65,7 +65,7 @@ def load_run_plan(run_dir: Path) -> Any:
     if not source.is_file():
         raise CheckpointError(f"{run_dir}: no {PLAN_SNAPSHOT_FILE} (not a plangraph run directory)")
     overrides = read_run_args(run_dir).overrides
-    return analyze(source, config=overrides)
+    return analyze(source, config=overrides, override_syntax="cli")
 
 
 def draw(compiled: Any, profile: Any, out: Path, rankdir: str) -> int:

@@ -251,7 +251,13 @@ def analyze_safely(
     from plangraph.compiler import analyze
 
     try:
-        return analyze(path, config=overrides, capacity=capacity, disable_passes=disable_passes)
+        return analyze(
+            path,
+            config=overrides,
+            capacity=capacity,
+            disable_passes=disable_passes,
+            override_syntax="cli",
+        )
     except Exception as exc:  # a compiler bug must not look like a crash of the user's plan
         print(
             f"{path}: internal error in the plangraph compiler: {type(exc).__name__}: {exc}\n"

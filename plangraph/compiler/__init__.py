@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from plangraph.compiler import pipeline as _pipeline
 from plangraph.compiler.capacity import Capacity
@@ -71,6 +71,7 @@ def analyze(
     checks: Sequence[Check] | None = None,
     capacity: Capacity | None = None,
     disable_passes: Iterable[str] = (),
+    override_syntax: Literal["python", "cli"] = "python",
 ) -> CompiledPlan:
     """Check a plan and infer its types, then optimise it; never raises on a bad plan.
 
@@ -80,7 +81,9 @@ def analyze(
     checks plus registered ones); a check that crashes is reported as PG199.
     ``capacity``: the machine or cluster the plan will run on, for the rollout-worker
     checks (default: this machine, ``Capacity.local()``). ``disable_passes``: names of
-    optimisation passes to turn off (``pass_names()``; ``"all"``: every one). Returns a
+    optimisation passes to turn off (``pass_names()``; ``"all"``: every one).
+    ``override_syntax``: how hints spell an override, ``config={'lr': 0.01}`` (Python) or
+    ``--set lr=0.01`` (``"cli"``, the commands' own). Returns a
     :class:`CompiledPlan` whose ``diagnostics`` hold every problem found (``ok`` is False
     if any is an error) and whose ``executed`` plan is the passes' result (the plan itself
     when it has errors: those are not optimised).
@@ -104,6 +107,7 @@ def analyze(
         overrides=overrides,
         capacity=capacity if capacity is not None else Capacity.local(),
         disabled_passes=disabled,
+        override_syntax=override_syntax,
     )
     ctx.diagnostics.extend(loaded.diagnostics)
     ctx.diagnostics.extend(extra)

@@ -31,6 +31,10 @@ from plangraph.text import brief
 __all__ = ["Context", "join_hints"]
 
 
+_NO_VALUE: Any = object()
+"""``Context.set_text`` without a value (``None`` is one: JSON's null)."""
+
+
 @dataclass
 class Context:
     """Everything an analysis knows so far. Filled in by the checks, in order."""
@@ -64,13 +68,26 @@ class Context:
     written_params: dict[str, dict[str, Any]] = field(default_factory=dict)
     res_written_params: dict[str, dict[str, Any]] = field(default_factory=dict)
     param_overrides: dict[str, Any] = field(default_factory=dict)
+    # how the user passes overrides, for hints: "cli" (--set) or "python" (config=)
+    override_syntax: str = "python"
+
+    def set_text(self, key: str, value: Any = _NO_VALUE, *, placeholder: str = "VALUE") -> str:
+        """An override as the user writes it: ``--set KEY=VALUE`` on the command line,
+        ``config={'KEY': VALUE}`` in Python (``override_syntax``). ``value``: the value
+        (JSON text on the command line, a Python literal in Python); without one,
+        ``placeholder`` stands for it."""
+        if self.override_syntax == "cli":
+            text = placeholder if value is _NO_VALUE else _json_text(_plain(value))
+            return f"--set {key}={text}"
+        text = placeholder if value is _NO_VALUE else repr(_plain(value))
+        return f"config={{{key!r}: {text}}}"
 
     def override_hint(self, pointer: str) -> str | None:
-        """``"the value comes from --set KEY=VALUE"`` for a value a ``--set`` path put at
-        (or above) ``pointer``; None otherwise."""
+        """``"the value comes from --set KEY=VALUE"`` (``config={...}`` in Python) for a
+        value an override path put at (or above) ``pointer``; None otherwise."""
         for ptr, ov in self.param_overrides.items():
             if pointer == ptr or pointer.startswith(ptr + "/") or ptr.startswith(pointer + "/"):
-                return f"the value comes from --set {ov.key}={_json_text(_plain(ov.value))}"
+                return f"the value comes from {self.set_text(ov.key, ov.value)}"
         return None
 
     def report(
@@ -232,14 +249,14 @@ class Context:
                         f"{self._config_place(key, default=True)})"
                     )
                 return (
-                    f"the value comes from --set {key}={_json_text(self.overrides[key])}: "
+                    f"the value comes from {self.set_text(key, self.overrides[key])}: "
                     f"pass {wanted} instead{default}"
                 )
-            return f"set config.{key} to {wanted} ({places[0]}), or pass --set {key}=VALUE"
+            return f"set config.{key} to {wanted} ({places[0]}), or pass {self.set_text(key)}"
         keys = ", ".join(f"config.{k} ({p})" for k, p in zip(ref.keys, places, strict=True))
         return (
             f"the value is computed by {text} from {keys}: change them so that it is "
-            f"{wanted.removeprefix('a value ')}, e.g. with --set {ref.keys[0]}=VALUE"
+            f"{wanted.removeprefix('a value ')}, e.g. with {self.set_text(ref.keys[0])}"
         )
 
     def _config_place(self, key: str, *, default: bool = False) -> str:
@@ -247,7 +264,7 @@ class Context:
         location only when known exactly), or the override. ``default``: the plan's own."""
         ptr = f"/config/{key}"
         if key in self.overrides and not default:
-            return f"overridden by --set {key}={_json_text(self.overrides[key])}"
+            return f"overridden by {self.set_text(key, self.overrides[key])}"
         if key not in self.plan.config:
             return "not declared in the plan's config"
         loc = self.source.values.get(ptr) if self.source is not None else None

@@ -106,7 +106,8 @@ def _resolve_target(ctx: Any, key: str) -> tuple[str, str, tuple[str, ...]] | No
             "PG117",
             f"override {brief(key)}: {brief(hits[0][1][0])} is both a node and a resource",
             pointer=f"/nodes/{hits[0][1][0]}",
-            hint=f"say which: --set nodes.{key}=... or --set resources.{key}=...",
+            hint=f"say which: {ctx.set_text(f'nodes.{key}', placeholder='...')} or "
+            f"{ctx.set_text(f'resources.{key}', placeholder='...')}",
         )
         return None
     if not hits:
@@ -138,7 +139,7 @@ def _parse(ctx: Any, key: str, value: Any) -> ParamOverride | None:
     if not path:
         ctx.report(
             "PG117",
-            f"override {brief(key)}: name a param of {what}, e.g. --set {key}.PARAM=VALUE",
+            f"override {brief(key)}: name a param of {what}, e.g. {ctx.set_text(f'{key}.PARAM')}",
             pointer=f"/{section}/{target}/params",
             hint=f"{what} takes: {', '.join(fields)}" if fields else None,
         )
@@ -196,8 +197,8 @@ def apply_param_overrides(
                 f"override {brief(key)}: {problem}",
                 node=ov.id if ov.section == "nodes" else None,
                 pointer=ov.pointer,
-                hint="set the config key it reads instead (--set KEY=VALUE), or the whole "
-                f"value: --set {key.rsplit('.', 1)[0]}=JSON",
+                hint=f"set the config key it reads instead ({ctx.set_text('KEY')}), or the "
+                f"whole value: {ctx.set_text(key.rsplit('.', 1)[0], placeholder='JSON')}",
             )
             continue
         applied[ov.pointer] = ov
@@ -254,7 +255,7 @@ def _warn_if_shadowing(ctx: Any, ov: ParamOverride, written: Mapping[str, Any]) 
         + (f" ({kept})" if kept else ""),
         node=ov.id if ov.section == "nodes" else None,
         pointer=here,
-        hint=f"to change it everywhere, set the config key: --set {key}=VALUE",
+        hint=f"to change it everywhere, set the config key: {ctx.set_text(key)}",
     )
 
 

@@ -231,7 +231,7 @@ def load_view(path: str | os.PathLike[str], config: Mapping[str, Any] | None = N
     from plangraph.compiler import analyze
     from plangraph.compiler.diagnostics import PlanValidationError
 
-    compiled = analyze(path, config=config)
+    compiled = analyze(path, config=config, override_syntax="cli")
     if not compiled.ok:
         raise PlanValidationError(compiled.diagnostics, compiled)
     return PlanView.from_compiled(compiled)

@@ -106,8 +106,9 @@ def _check_reservations(ctx: Context, sets: list[tuple[str, WorkerSetParams]]) -
                 "through a placement group, but each worker reserves nothing "
                 "(worker_resources is all zeros) and Ray refuses empty bundles",
                 pointer=f"/resources/{rid}/params/placement_strategy",
-                hint=f"reserve a resource per worker, e.g. --set {rid}.worker_resources."
-                f"num_cpus=1, or drop placement_strategy (null)",
+                hint="reserve a resource per worker, e.g. "
+                f"{ctx.set_text(f'{rid}.worker_resources.num_cpus', 1)}, or drop "
+                "placement_strategy (null)",
             )
         if ws.learner.num_gpus and ws.learner.device == "cpu":
             ctx.report(
@@ -134,8 +135,12 @@ def _check_reservations(ctx: Context, sets: list[tuple[str, WorkerSetParams]]) -
             pointer = _pointer(rid, resource)
             asks = f"{ws.num_workers} rollout workers x {_amount(resource, per)}"
             fix = (
-                f"reserve less per worker (--set {rid}.worker_resources."
-                f"{_FIELDS.get(resource, 'resources.' + resource)}=...), fewer workers, "
+                "reserve less per worker ("
+                + ctx.set_text(
+                    f"{rid}.worker_resources.{_FIELDS.get(resource, 'resources.' + resource)}",
+                    placeholder="...",
+                )
+                + "), fewer workers, "
                 "or a machine or cluster that has it"
             )
         else:
