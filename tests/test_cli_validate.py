@@ -82,6 +82,16 @@ def test_json_format(capsys: pytest.CaptureFixture[str]) -> None:
     assert (d["line"], d["col"]) == (29, 27)
 
 
+def test_an_override_given_twice_with_different_values_is_refused(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    rc, _, err = _validate(capsys, "--set", "lr=0.1", "-c", "lr=0.2", "plans/a2c.json")
+    assert rc == 2
+    assert "--set lr is given twice, as 0.1 and then 0.2: pass it once" in err
+    rc, _, _ = _validate(capsys, "--set", "lr=0.1", "--set", "lr=0.1", "plans/a2c.json")
+    assert rc == 0
+
+
 def test_config_override(capsys: pytest.CaptureFixture[str]) -> None:
     rc, out, _ = _validate(capsys, "-c", "train_batch_size=-1", "plans/a2c.json")
     assert rc == 1

@@ -34,6 +34,12 @@ def test_parse_key_values_rejects_malformed(bad: str) -> None:
         parse_key_values([bad], what="--stop")
 
 
+def test_a_key_given_twice_with_different_values_is_refused() -> None:
+    with pytest.raises(StopCriterionError, match="--stop a is given twice, as 1 and then 2"):
+        parse_key_values(["a=1", "a=2"], what="--stop")
+    assert parse_key_values(["a=1", "a=1"], what="--stop") == {"a": 1}  # no doubt which
+
+
 def test_stop_criteria_any_met_and_absent_keys() -> None:
     stop = StopCriteria.parse(["episode_return_mean=475", "num_env_steps_sampled=1000"])
     assert stop.met({"num_env_steps_sampled": 10}) is None  # no episode yet: not met

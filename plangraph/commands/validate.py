@@ -219,7 +219,8 @@ def add_config_option(p: argparse.ArgumentParser) -> None:
 
 
 def parse_overrides(items: list[str]) -> dict[str, Any] | str:
-    """``["a=1", "b=x"]`` -> ``{"a": 1, "b": "x"}``, or an error message."""
+    """``["a=1", "b=x"]`` -> ``{"a": 1, "b": "x"}``, or an error message (also for one key
+    given two different values: which one was meant is not for us to guess)."""
     from plangraph.text import parse_key_value
 
     out: dict[str, Any] = {}
@@ -227,7 +228,13 @@ def parse_overrides(items: list[str]) -> dict[str, Any] | str:
         pair = parse_key_value(item)
         if pair is None:
             return f"--set/-c/--config expects KEY=VALUE, got {item!r}"
-        out[pair[0]] = pair[1]
+        key, value = pair
+        if key in out and out[key] != value:
+            return (
+                f"--set {key} is given twice, as {json.dumps(out[key])} and then "
+                f"{json.dumps(value)}: pass it once"
+            )
+        out[key] = value
     return out
 
 

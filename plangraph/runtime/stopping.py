@@ -109,8 +109,8 @@ def parse_key_values(items: Iterable[str], *, what: str) -> dict[str, Any]:
     """Parse ``["a=1", "b=x"]`` into ``{"a": 1, "b": "x"}``; values are JSON when they parse.
 
     Raises:
-        StopCriterionError: an item without ``=`` or with an empty key; the message names
-            the item and ``what`` (e.g. ``--stop``).
+        StopCriterionError: an item without ``=`` or with an empty key, or a key given two
+            different values; the message names the item and ``what`` (e.g. ``--stop``).
     """
     out: dict[str, Any] = {}
     for item in items:
@@ -119,7 +119,12 @@ def parse_key_values(items: Iterable[str], *, what: str) -> dict[str, Any]:
             raise StopCriterionError(
                 f"{what} {item!r}: expected KEY=VALUE, e.g. {what} episode_return_mean=475"
             )
-        out[pair[0]] = pair[1]
+        key, value = pair
+        if key in out and out[key] != value:
+            raise StopCriterionError(
+                f"{what} {key} is given twice, as {out[key]!r} and then {value!r}: pass it once"
+            )
+        out[key] = value
     return out
 
 
