@@ -25,6 +25,7 @@ from plangraph.ir.plan import Plan
 from plangraph.ir.refs import ConfigRefError, parse_config_ref
 from plangraph.ir.source import SourceMap
 from plangraph.ir.types import PortType
+from plangraph.ops.describe import summary
 from plangraph.ops.registry import OpSignature, close_matches
 from plangraph.text import brief
 
@@ -433,5 +434,5 @@ def _field_hint(model: type[BaseModel], rel: list[str]) -> str | None:
     for m in ms:
         f = m.model_fields.get(parts[-1])
         if f is not None and f.description:
-            return f"{parts[-1]}: {f.description}"
+            return f"{parts[-1]}: {summary(f.description)}"
     return None

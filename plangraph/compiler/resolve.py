@@ -10,6 +10,7 @@ from pydantic import ValidationError
 from plangraph.compiler.context import Context, join_hints
 from plangraph.compiler.overrides import apply_param_overrides, is_param_override
 from plangraph.ir.refs import ConfigRefError, parse_config_ref, resource_ref_id
+from plangraph.ops.describe import summary
 from plangraph.ops.registry import all_ops, all_resource_kinds, close_matches
 from plangraph.text import brief
 
@@ -160,7 +161,7 @@ def check_params(ctx: Context) -> None:
 
 def _describe(model: Any, field: str) -> str | None:
     f = model.model_fields.get(field)
-    return f"{field}: {f.description}" if f is not None and f.description else None
+    return f"{field}: {summary(f.description)}" if f is not None and f.description else None
 
 
 def check_resources(ctx: Context) -> None:
