@@ -14,6 +14,12 @@ the process. Modes:
 
 Runs are interleaved (run 1 of every mode and tree, then run 2, ...) so that a change in
 the machine's load hits all columns alike; the table shows medians over ``--runs``.
+
+``--cpu`` also counts the CPU time (user + system, s) of every process a run starts, by
+kind (the driver, each of Ray's processes, the rollout workers), polling ``/proc`` every
+20 ms until the run exits, and the whole machine's CPU time over the run (``/proc/stat``).
+On 2 cores a start-up is CPU-bound, and CPU seconds move far less with the host's load
+than wall seconds; the poll itself costs a few percent of one core.
 ``--tree LABEL=DIR`` (repeatable) runs the same modes with ``PYTHONPATH=DIR``, e.g. a
 checkout before a change next to this one.
 
@@ -22,6 +28,7 @@ Usage::
     PYTHONPATH=. .venv/bin/python tools/bench_startup.py --runs 5
     PYTHONPATH=. .venv/bin/python tools/bench_startup.py --runs 5 --modes cli \\
         --tree before=/tmp/base --tree after=.
+    PYTHONPATH=. .venv/bin/python tools/bench_startup.py --runs 5 --modes cli --cpu
 """
 
 from __future__ import annotations
@@ -75,6 +82,74 @@ mark("ray_shutdown")
 """
 
 
+PROCESS_KINDS = (
+    # Ray's binaries first: the raylet's command line holds its agents' command lines.
+    ("/gcs/gcs_server", "Ray GCS server"),
+    ("/raylet/raylet", "Ray raylet"),
+    ("ray::RolloutWor", "rollout workers"),
+    ("plangraph.runtime.local_head", "Ray head process (local_head)"),
+    ("ray::DashboardA", "Ray dashboard agent"),
+    ("dashboard/agent.py", "Ray dashboard agent"),
+    ("ray::RuntimeEnv", "Ray runtime-env agent"),
+    ("runtime_env/agent", "Ray runtime-env agent"),
+    ("log_monitor", "Ray log monitor"),
+)
+"""(substring of a process's command line, kind) for ``--cpu``; first match wins (a process
+that exits loses its command line: its name, 15 characters, is matched then); the process
+this script spawns is the driver; anything else counts as "other processes"."""
+
+CPU_KINDS = ("driver", *dict.fromkeys(k for _, k in PROCESS_KINDS), "other processes")
+
+
+def _machine_cpu_s() -> float:
+    """CPU time (s) the whole machine has spent since boot, idle and I/O wait excluded."""
+    with open("/proc/stat", encoding="ascii") as f:
+        fields = [int(v) for v in f.readline().split()[1:]]
+    busy = sum(fields[:3]) + sum(fields[5:8])  # user nice system, irq softirq steal
+    return busy / os.sysconf("SC_CLK_TCK")
+
+
+class CpuSampler:
+    """The CPU time of every process that appears while a run goes on, by kind.
+
+    ``poll()`` reads each process's CPU time (``/proc/PID/stat``: user + system, not its
+    children's) and command line; a process's last reading is its total, so one that
+    lives less than a poll interval may be missed (Ray starts none that matter so)."""
+
+    def __init__(self) -> None:
+        self.driver_pid = -1  # set once spawned; processes already running are not counted
+        self._before = {int(p) for p in os.listdir("/proc") if p.isdigit()}
+        self._seen: dict[int, tuple[float, str]] = {}
+        self._tick = os.sysconf("SC_CLK_TCK")
+
+    def poll(self) -> None:
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit() or int(entry) in self._before:
+                continue
+            try:
+                with open(f"/proc/{entry}/stat", encoding="utf-8", errors="replace") as f:
+                    stat = f.read()
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:  # gone between the listing and the read
+                continue
+            name = stat[stat.find("(") + 1 : stat.rfind(")")]
+            fields = stat[stat.rfind(")") + 2 :].split()
+            cpu = (int(fields[11]) + int(fields[12])) / self._tick
+            old = self._seen.get(int(entry), (0.0, ""))
+            # A process's command line reads empty once it exits; keep the last one seen.
+            self._seen[int(entry)] = (max(cpu, old[0]), cmdline or old[1] or name)
+
+    def by_kind(self) -> dict[str, float]:
+        out = dict.fromkeys(CPU_KINDS, 0.0)
+        for pid, (cpu, cmdline) in self._seen.items():
+            kind = "driver" if pid == self.driver_pid else "other processes"
+            if pid != self.driver_pid:
+                kind = next((k for sub, k in PROCESS_KINDS if sub in cmdline), kind)
+            out[kind] += cpu
+        return out
+
+
 def _env(tree: Path, trace: Path | None) -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = str(tree)
@@ -84,9 +159,10 @@ def _env(tree: Path, trace: Path | None) -> dict[str, str]:
     return env
 
 
-def run_once(mode: str, tree: Path, plan: str, python: str) -> dict[str, float]:
+def run_once(mode: str, tree: Path, plan: str, python: str, cpu: bool = False) -> dict[str, float]:
     """One traced process: ``{phase: seconds since spawn}`` (``exit`` included) and, for
-    runs with workers, ``worker_ready_first``/``worker_ready_last``."""
+    runs with workers, ``worker_ready_first``/``worker_ready_last``; with ``cpu``, also
+    ``cpu:<kind>`` (CPU s of that kind's processes) and ``cpu:machine``."""
     with tempfile.TemporaryDirectory(prefix="bench_startup_") as tmp:
         trace = Path(tmp) / "trace.jsonl"
         out = Path(tmp) / "run"
@@ -101,14 +177,31 @@ def run_once(mode: str, tree: Path, plan: str, python: str) -> dict[str, float]:
             cmd = [python, "-c", "pass"]
         else:
             raise ValueError(f"unknown mode {mode!r}")
+        sampler = CpuSampler() if cpu else None
+        machine, own = _machine_cpu_s(), time.process_time()
         start = time.time()
-        proc = subprocess.run(
-            cmd, cwd=tree, env=_env(tree, trace), capture_output=True, text=True, check=False
-        )
-        end = time.time()
-        if proc.returncode != 0:
-            raise RuntimeError(f"{mode} in {tree} exited {proc.returncode}:\n{proc.stderr}")
+        with tempfile.TemporaryFile() as stderr:
+            proc = subprocess.Popen(
+                cmd, cwd=tree, env=_env(tree, trace), stdout=subprocess.DEVNULL, stderr=stderr
+            )
+            if sampler is not None:
+                sampler.driver_pid = proc.pid
+            if sampler is None:
+                proc.wait()
+            else:
+                while proc.poll() is None:
+                    sampler.poll()
+                    time.sleep(0.02)
+            end = time.time()
+            if proc.returncode != 0:
+                stderr.seek(0)
+                text = stderr.read().decode(errors="replace")
+                raise RuntimeError(f"{mode} in {tree} exited {proc.returncode}:\n{text}")
         times: dict[str, float] = {"exit": end - start}
+        if sampler is not None:
+            times.update({f"cpu:{k}": v for k, v in sampler.by_kind().items()})
+            # Less this script's own polling, which the machine's count includes.
+            times["cpu:machine"] = _machine_cpu_s() - machine - (time.process_time() - own)
         workers: list[float] = []
         if trace.exists():
             for line in trace.read_text(encoding="utf-8").splitlines():
@@ -166,6 +259,16 @@ def table(results: dict[tuple[str, str], list[dict[str, float]]]) -> str:
                     row += f" | {_fmt(_median([r[key] for r in results[col] if key in r]))} |"
                 lines.append(row)
         lines.append("")
+    measured = [c for c in results if any("cpu:machine" in run for run in results[c])]
+    if measured:
+        head = "| CPU s by process (median) |" + "".join(f" {t} {m} |" for t, m in measured)
+        lines += [head, "|---|" + "---:|" * len(measured)]
+        for kind in (*CPU_KINDS, "machine"):
+            row = f"| {'whole machine' if kind == 'machine' else kind} |"
+            for col in measured:
+                row += f" {_fmt(_median([r[f'cpu:{kind}'] for r in results[col]]))} |"
+            lines.append(row)
+        lines.append("")
     lines += ["| command | wall s: median | min | max | runs |", "|---|---:|---:|---:|---:|"]
     for (tree, mode), runs in results.items():
         walls = [r["exit"] for r in runs] or [float("nan")]
@@ -192,6 +295,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--python", default=sys.executable, help="interpreter (default: this one)")
     ap.add_argument("--json", type=Path, help="also write every run's phase times here")
+    ap.add_argument(
+        "--cpu", action="store_true", help="also count every process's CPU time, by kind"
+    )
     args = ap.parse_args(argv)
 
     trees: list[tuple[str, Path]] = []
@@ -208,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
             for mode in args.modes:
                 for attempt in (1, 2, 3):
                     try:
-                        times = run_once(mode, tree, args.plan, args.python)
+                        times = run_once(mode, tree, args.plan, args.python, args.cpu)
                         break
                     except RuntimeError as exc:  # e.g. ray.init timing out on a loaded host
                         print(
