@@ -130,3 +130,18 @@ def parse_key_value(item: str) -> tuple[str, Any] | None:
         return key, json.loads(raw)
     except json.JSONDecodeError:
         return key, raw
+
+
+def same_value(a: Any, b: Any) -> bool:
+    """Two JSON values that mean the same setting: ``1000`` and ``1e3`` do, ``1`` and
+    ``true`` do not (Python's ``==`` says they do), and NaN is itself (``==`` says it is
+    not); lists and objects element by element."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, float) and isinstance(b, float) and a != a and b != b:
+        return True  # both NaN
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(same_value(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same_value(a[k], b[k]) for k in a)
+    return bool(a == b) and isinstance(a, str) == isinstance(b, str)

@@ -285,4 +285,8 @@ def test_plain_text_and_summary_of_rst_docstrings() -> None:
         "Drive streams, e.g. a and `b`."
     )
     assert summary("No full stop\nacross lines\n\nDetails.") == "No full stop across lines"
+    # citations are not sentence ends
+    assert summary("Targets (Sutton & Barto 2018, sec. 7.1; Horgan et al. 2018). More.") == (
+        "Targets (Sutton & Barto 2018, sec. 7.1; Horgan et al. 2018)."
+    )
     assert summary("") == ""

@@ -95,3 +95,22 @@ def test_run_takes_the_same_options_and_refuses_a_typo_before_ray(
     # Refused while compiling: no run header (printed once built), no run directory.
     assert "plangraph run" not in out + err.replace("plangraph run: ", "")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_two_spellings_of_one_param_with_different_values_are_refused() -> None:
+    """``train.x`` and ``nodes.train.x`` name one param: which value wins must not depend
+    on the order of the keys; the same value twice is no doubt."""
+    for config in (
+        {"train.num_sgd_iter": 3, "nodes.train.num_sgd_iter": 4},
+        {"nodes.train.num_sgd_iter": 4, "train.num_sgd_iter": 3},
+    ):
+        [err] = plangraph.analyze(PPO, config=config).errors
+        assert err.code == "PG117" and err.pointer == "/nodes/train/params/num_sgd_iter"
+        assert "both set /nodes/train/params/num_sgd_iter" in err.message
+    same = {"train.num_sgd_iter": 3, "nodes.train.num_sgd_iter": 3}
+    assert plangraph.analyze(PPO, config=same).errors == ()
+    # one inside the other: the whole policy and one of its fields
+    nested = {"workers.policy": {"algo": "ppo", "lr": 0.1}, "workers.policy.lr": 0.2}
+    errors = plangraph.analyze(PPO, config=nested).errors
+    assert [e.code for e in errors] == ["PG117"]
+    assert "both set /resources/workers/params/policy/lr" in errors[0].message

@@ -38,6 +38,11 @@ def test_a_key_given_twice_with_different_values_is_refused() -> None:
     with pytest.raises(StopCriterionError, match="--stop a is given twice, as 1 and then 2"):
         parse_key_values(["a=1", "a=2"], what="--stop")
     assert parse_key_values(["a=1", "a=1"], what="--stop") == {"a": 1}  # no doubt which
+    assert parse_key_values(["a=1000", "a=1e3"], what="--stop") == {"a": 1000}
+    nan = parse_key_values(["a=NaN", "a=NaN"], what="--stop")["a"]
+    assert nan != nan  # NaN twice is one value, though NaN != NaN
+    with pytest.raises(StopCriterionError, match="given twice, as 1 and then True"):
+        parse_key_values(["a=1", "a=true"], what="--stop")  # 1 == True in Python
 
 
 def test_stop_criteria_any_met_and_absent_keys() -> None:

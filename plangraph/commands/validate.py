@@ -221,7 +221,7 @@ def add_config_option(p: argparse.ArgumentParser) -> None:
 def parse_overrides(items: list[str]) -> dict[str, Any] | str:
     """``["a=1", "b=x"]`` -> ``{"a": 1, "b": "x"}``, or an error message (also for one key
     given two different values: which one was meant is not for us to guess)."""
-    from plangraph.text import parse_key_value
+    from plangraph.text import parse_key_value, same_value
 
     out: dict[str, Any] = {}
     for item in items:
@@ -229,7 +229,7 @@ def parse_overrides(items: list[str]) -> dict[str, Any] | str:
         if pair is None:
             return f"--set/-c/--config expects KEY=VALUE, got {item!r}"
         key, value = pair
-        if key in out and out[key] != value:
+        if key in out and not same_value(out[key], value):
             return (
                 f"--set {key} is given twice, as {json.dumps(out[key])} and then "
                 f"{json.dumps(value)}: pass it once"

@@ -31,7 +31,7 @@ from typing import Any
 
 from plangraph.ir.refs import ConfigRefError, iter_config_refs, parse_config_ref
 from plangraph.ops.registry import all_ops, all_resource_kinds, close_matches
-from plangraph.text import brief
+from plangraph.text import brief, same_value
 
 __all__ = ["ParamOverride", "apply_param_overrides", "is_param_override"]
 
@@ -188,6 +188,22 @@ def apply_param_overrides(
         ov = _parse(ctx, key, value)
         if ov is None:
             continue
+        clash = next((o for o in applied.values() if _overlap(o.pointer, ov.pointer)), None)
+        if clash is not None and not (
+            clash.pointer == ov.pointer and same_value(clash.value, ov.value)
+        ):
+            # Two spellings of one param (train.x and nodes.train.x), or one inside the
+            # other: the dict order would decide, which is not what either said.
+            ctx.report(
+                "PG117",
+                f"overrides {brief(clash.key)} and {brief(key)} both set "
+                f"{ov.pointer if len(ov.pointer) >= len(clash.pointer) else clash.pointer}"
+                f" ({_json(clash.value)} and {_json(value)})",
+                node=ov.id if ov.section == "nodes" else None,
+                pointer=ov.pointer,
+                hint="pass one of them",
+            )
+            continue
         target = (nodes if ov.section == "nodes" else resources)[ov.id]
         _warn_if_shadowing(ctx, ov, target)
         problem = _set(target, ov.path, value)
@@ -203,6 +219,11 @@ def apply_param_overrides(
             continue
         applied[ov.pointer] = ov
     return nodes, resources, applied
+
+
+def _overlap(a: str, b: str) -> bool:
+    """JSON pointers ``a`` and ``b`` are the same place or one is inside the other."""
+    return a == b or a.startswith(b + "/") or b.startswith(a + "/")
 
 
 def _ref_at(params: Mapping[str, Any], path: tuple[str, ...]) -> str | None:

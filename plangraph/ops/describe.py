@@ -31,7 +31,22 @@ _ROLE = re.compile(r":[\w:.-]+:`([^`]+)`")  # :class:`Foo` -> `Foo`
 _LITERAL = re.compile(r"``(.+?)``")  # ``x`` -> `x`
 _STRONG = re.compile(r"\*\*(\S(?:.*?\S)?)\*\*")  # **x** -> x
 _EMPHASIS = re.compile(r"(?<![\w*`])\*(\S(?:[^*]*?\S)?)\*(?![\w*])")  # *x* -> x
-_ABBREVIATIONS = ("e.g.", "i.e.", "etc.", "cf.", "vs.", "approx.", "resp.", "eq.", "Eq.")
+_ABBREVIATIONS = (
+    "e.g.",
+    "i.e.",
+    "etc.",
+    "cf.",
+    "vs.",
+    "approx.",
+    "resp.",
+    "eq.",
+    "Eq.",
+    "et al.",
+    "sec.",
+    "Sec.",
+    "fig.",
+    "Fig.",
+)
 
 
 def plain_text(rst: str) -> str:

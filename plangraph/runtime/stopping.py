@@ -17,7 +17,7 @@ from plangraph.errors import StopCriterionError
 
 # Re-exported: the result keys are declared once, by the Result schema.
 from plangraph.runtime.result import NESTED_RESULT_KEYS, POLICY_RESULT_KEYS, RESULT_KEYS
-from plangraph.text import close_matches, parse_key_value
+from plangraph.text import close_matches, parse_key_value, same_value
 
 __all__ = [
     "RESULT_KEYS",
@@ -120,7 +120,7 @@ def parse_key_values(items: Iterable[str], *, what: str) -> dict[str, Any]:
                 f"{what} {item!r}: expected KEY=VALUE, e.g. {what} episode_return_mean=475"
             )
         key, value = pair
-        if key in out and out[key] != value:
+        if key in out and not same_value(out[key], value):
             raise StopCriterionError(
                 f"{what} {key} is given twice, as {out[key]!r} and then {value!r}: pass it once"
             )
