@@ -17,9 +17,11 @@ the machine's load hits all columns alike; the table shows medians over ``--runs
 
 ``--cpu`` also counts the CPU time (user + system, s) of every process a run starts, by
 kind (the driver, each of Ray's processes, the rollout workers), polling ``/proc`` every
-20 ms until the run exits, and the whole machine's CPU time over the run (``/proc/stat``).
-On 2 cores a start-up is CPU-bound, and CPU seconds move far less with the host's load
-than wall seconds; the poll itself costs a few percent of one core.
+20 ms until the run exits ("other processes": any the kinds do not name), their sum, and
+the whole machine's CPU time over the run (``/proc/stat``, less this script's own: it
+includes whatever else the machine runs meanwhile). On 2 cores a start-up is CPU-bound,
+and CPU seconds move far less with the host's load than wall seconds; the poll itself
+costs a few percent of one core.
 ``--tree LABEL=DIR`` (repeatable) runs the same modes with ``PYTHONPATH=DIR``, e.g. a
 checkout before a change next to this one.
 
@@ -162,7 +164,8 @@ def _env(tree: Path, trace: Path | None) -> dict[str, str]:
 def run_once(mode: str, tree: Path, plan: str, python: str, cpu: bool = False) -> dict[str, float]:
     """One traced process: ``{phase: seconds since spawn}`` (``exit`` included) and, for
     runs with workers, ``worker_ready_first``/``worker_ready_last``; with ``cpu``, also
-    ``cpu:<kind>`` (CPU s of that kind's processes) and ``cpu:machine``."""
+    ``cpu:<kind>`` (CPU s of that kind's processes), ``cpu:run`` (their sum) and
+    ``cpu:machine``."""
     with tempfile.TemporaryDirectory(prefix="bench_startup_") as tmp:
         trace = Path(tmp) / "trace.jsonl"
         out = Path(tmp) / "run"
@@ -199,7 +202,9 @@ def run_once(mode: str, tree: Path, plan: str, python: str, cpu: bool = False) -
                 raise RuntimeError(f"{mode} in {tree} exited {proc.returncode}:\n{text}")
         times: dict[str, float] = {"exit": end - start}
         if sampler is not None:
-            times.update({f"cpu:{k}": v for k, v in sampler.by_kind().items()})
+            kinds = sampler.by_kind()
+            times.update({f"cpu:{k}": v for k, v in kinds.items()})
+            times["cpu:run"] = sum(kinds.values())
             # Less this script's own polling, which the machine's count includes.
             times["cpu:machine"] = _machine_cpu_s() - machine - (time.process_time() - own)
         workers: list[float] = []
@@ -263,10 +268,17 @@ def table(results: dict[tuple[str, str], list[dict[str, float]]]) -> str:
     if measured:
         head = "| CPU s by process (median) |" + "".join(f" {t} {m} |" for t, m in measured)
         lines += [head, "|---|" + "---:|" * len(measured)]
-        for kind in (*CPU_KINDS, "machine"):
-            row = f"| {'whole machine' if kind == 'machine' else kind} |"
+        labels = {
+            "run": "all of the run's processes",
+            "machine": "whole machine (other load included)",
+        }
+        for kind in (*CPU_KINDS, "run", "machine"):
+            values = {col: [r[f"cpu:{kind}"] for r in results[col]] for col in measured}
+            if kind in CPU_KINDS and not any(v for vs in values.values() for v in vs):
+                continue  # a kind no run started (the log monitor, a thread of the head)
+            row = f"| {labels.get(kind, kind)} |"
             for col in measured:
-                row += f" {_fmt(_median([r[f'cpu:{kind}'] for r in results[col]]))} |"
+                row += f" {_fmt(_median(values[col]))} |"
             lines.append(row)
         lines.append("")
     lines += ["| command | wall s: median | min | max | runs |", "|---|---:|---:|---:|---:|"]
