@@ -193,3 +193,17 @@ def test_a_json_plan_uses_an_operator_from_an_imported_module(tmp_path: Path) ->
     described = plangraph_cli("ops", "MinRows", "--import", "my_ops", cwd=tmp_path)
     assert described.returncode == 0, described.stderr
     assert described.stdout.startswith("MinRows  [combine]")
+
+
+def test_a_run_directory_records_an_imported_file_by_its_absolute_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--resume`` (and its "continue with" line) may be used from another directory: a
+    ``.py`` given relative to this one is recorded absolute; a module name as given."""
+    from plangraph.commands.user_modules import recorded_import
+
+    monkeypatch.chdir(tmp_path)
+    assert recorded_import("./my_envs.py") == str(tmp_path / "my_envs.py")
+    assert recorded_import("sub/my_envs.py") == str(tmp_path / "sub" / "my_envs.py")
+    assert recorded_import(str(OWN / "corridor.py")) == str(OWN / "corridor.py")
+    assert recorded_import("my_package.envs") == "my_package.envs"

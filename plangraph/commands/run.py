@@ -188,7 +188,7 @@ def _prepare(args: argparse.Namespace) -> _Launch | int:
     """Every check that needs neither Ray nor a run directory; an exit code when the run
     must not start (usage problems raise ``PlangraphError``, caught by ``run``)."""
     from plangraph.commands.run_args import PLAN_SNAPSHOT_FILE, RunArgs, read_run_args
-    from plangraph.commands.user_modules import import_user_modules
+    from plangraph.commands.user_modules import import_user_modules, recorded_import
     from plangraph.runtime.stopping import (
         StopCriteria,
         check_policy_keys,
@@ -201,7 +201,8 @@ def _prepare(args: argparse.Namespace) -> _Launch | int:
         return _error(problem)
     resume_dir: Path | None = args.resume
     saved: RunArgs | None = read_run_args(resume_dir) if resume_dir is not None else None
-    forgotten = [m for m in (saved.imports if saved else []) if m not in args.imports]
+    given = {recorded_import(m) for m in args.imports}
+    forgotten = [m for m in (saved.imports if saved else []) if recorded_import(m) not in given]
     if forgotten:
         # A run directory is data: it never makes this process import code.
         print(
@@ -369,7 +370,7 @@ def _prepare(args: argparse.Namespace) -> _Launch | int:
         stop=stop,
         run_dir=run_dir,
         checkpoint=checkpoint,
-        imports=tuple(args.imports),
+        imports=tuple(recorded_import(m) for m in args.imports),
         evaluation_interval=interval,
         evaluation_episodes=episodes,
         keep_checkpoints=keep,

@@ -72,6 +72,14 @@ def _import_file(path: Path) -> ModuleType:
     return module
 
 
+def recorded_import(name: str) -> str:
+    """``name`` as a run directory records it: a ``.py`` path made absolute (``--resume``
+    may be given from another directory), a module name as given."""
+    if name.endswith(".py") or os.sep in name or "/" in name:
+        return str(Path(name).resolve())
+    return name
+
+
 def import_user_modules(names: list[str]) -> str | None:
     """Import each of ``names`` (see the module docstring), in order; ``None`` when all
     imported, else a one-line message naming the module and what failed."""
