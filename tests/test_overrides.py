@@ -114,3 +114,9 @@ def test_two_spellings_of_one_param_with_different_values_are_refused() -> None:
     errors = plangraph.analyze(PPO, config=nested).errors
     assert [e.code for e in errors] == ["PG117"]
     assert "both set /resources/workers/params/policy/lr" in errors[0].message
+
+
+def test_an_unknown_nested_field_lists_its_parents_fields() -> None:
+    [err] = plangraph.analyze(PPO, config={"workers.policy.lrr": 0.1}).errors
+    assert err.code == "PG119" and err.suggestions == ("lr",)
+    assert "policy of WorkerSet resource 'workers' takes: " in (err.hint or "")

@@ -182,6 +182,8 @@ class Context:
             dotted = _dotted(rel)
             if group == "extra":
                 fields = _fields_at(model, raw, rel[:-1])
+                # A nested field's siblings are its parent's (a policy's), not the node's.
+                owner = f"{_dotted(rel[:-1])} of {what}" if len(rel) > 1 else what
                 self.report(
                     "PG119",
                     f"unknown param {brief(dotted)} for {what}",
@@ -190,7 +192,7 @@ class Context:
                     key=True,
                     hint=join_hints(
                         self.override_hint(ptr),
-                        f"{what} takes: {', '.join(fields)}" if fields else None,
+                        f"{owner} takes: {', '.join(fields)}" if fields else None,
                     ),
                     suggestions=close_matches(rel[-1], fields),
                 )
