@@ -120,3 +120,10 @@ def test_an_unknown_nested_field_lists_its_parents_fields() -> None:
     [err] = plangraph.analyze(PPO, config={"workers.policy.lrr": 0.1}).errors
     assert err.code == "PG119" and err.suggestions == ("lr",)
     assert "policy of WorkerSet resource 'workers' takes: " in (err.hint or "")
+
+
+def test_a_variant_without_its_tag_says_which_key_is_missing() -> None:
+    """Not pydantic's "Unable to extract tag using discriminator 'type'"."""
+    [err] = plangraph.analyze(PPO, config={"workers.policy.model": {"hiddens": [8]}}).errors
+    assert err.pointer == "/resources/workers/params/policy/model"
+    assert "policy.model: has no 'type' key to say which kind it is" in err.message

@@ -158,6 +158,9 @@ class Context:
             if kind not in ("extra_forbidden", "missing"):
                 k = (ptr, "value")
             msg = e["msg"].removeprefix("Value error, ")
+            if kind == "union_tag_not_found":  # pydantic's "Unable to extract tag using ..."
+                tag = str(ctx.get("discriminator", "")).strip("'")
+                msg = f"has no {tag!r} key to say which kind it is"
             merged.setdefault(k, [])
             if msg not in merged[k]:
                 merged[k].append(msg)
