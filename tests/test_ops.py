@@ -290,3 +290,12 @@ def test_plain_text_and_summary_of_rst_docstrings() -> None:
         "Targets (Sutton & Barto 2018, sec. 7.1; Horgan et al. 2018)."
     )
     assert summary("") == ""
+
+
+def test_a_dict_of_tagged_configs_reads_as_a_type_not_typings_repr() -> None:
+    from plangraph.ops.describe import describe_params
+    from plangraph.ops.resources import WorkerSetParams
+
+    types = {row["name"]: row["type"] for row in describe_params(WorkerSetParams)}
+    assert types["policies"].startswith("dict[string, A2CConfig | PPOConfig | DQNConfig")
+    assert not any("typing" in t or "FieldInfo" in t for t in types.values())

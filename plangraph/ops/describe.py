@@ -85,6 +85,8 @@ def _type_text(ann: Any) -> str:
         return f"[{', '.join(_type_text(a) for a in args)}]"
     if origin is list:
         return f"list[{_type_text(args[0])}]"
+    if origin is dict:
+        return f"dict[{_type_text(args[0])}, {_type_text(args[1])}]"
     if ann is type(None):
         return "null"
     if isinstance(ann, type):
