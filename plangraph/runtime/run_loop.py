@@ -305,7 +305,7 @@ SUMMARY_ROWS: tuple[tuple[str, str, str], ...] = (
     ("episode return mean (last 100)", "episode_return_mean", ".2f"),
     ("episode length mean", "episode_len_mean", ".1f"),
     ("evaluation return mean (greedy)", "evaluation/episode_return_mean", ".2f"),
-    ("wall time (s)", "time_total_s", ".1f"),
+    ("training time (s)", "time_total_s", ".1f"),
     ("env steps/s (overall)", "env_steps_per_s_total", ",.0f"),
 )
 """The summary table: (label, ``Result`` key, format spec) per row."""
