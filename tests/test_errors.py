@@ -78,6 +78,7 @@ def test_build_refuses_a_replay_buffer_that_cannot_fit_before_ray_starts(
     )
     assert "(78 bytes per env step)" in message
     assert "--set buffer_size=N" in message and "env steps fit" in message
+    assert "config={'buffer_size': N} from Python" in message
 
 
 def test_replay_memory_estimate_is_compared_with_the_given_memory() -> None:

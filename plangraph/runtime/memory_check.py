@@ -202,8 +202,7 @@ def check_replay_memory(
     )
     hints = []
     for e in estimates:
-        how = f"--set {e.capacity_key}=N" if e.capacity_key else f"resource {e.resource!r}"
-        hint = f"lower the capacity ({how})"
+        hint = f"lower the capacity ({_how(e)})"
         if len(estimates) == 1:
             # PER trees: 32 bytes per leaf, up to 64 per env step with power-of-two leaves.
             per_step = e.row_bytes + (64 if e.prioritized else 0)
@@ -214,11 +213,18 @@ def check_replay_memory(
     )
 
 
+def _how(e: ReplayEstimate) -> str:
+    """Where the capacity is set: its config key, on the command line and from Python."""
+    if not e.capacity_key:
+        return f"resource {e.resource!r}"
+    key = e.capacity_key
+    return f"--set {key}=N, or config={{{key!r}: N}} from Python"
+
+
 def _fit_hint(e: ReplayEstimate, available: int) -> str:
-    how = f"--set {e.capacity_key}=N" if e.capacity_key else f"resource {e.resource!r}"
     # PER trees: 32 bytes per leaf, up to 64 per env step with power-of-two leaves.
     per_step = e.row_bytes + (64 if e.prioritized else 0)
-    return f"lower the capacity ({how}): about {available // per_step:,} env steps fit"
+    return f"lower the capacity ({_how(e)}): about {available // per_step:,} env steps fit"
 
 
 def replay_memory_diagnostics(
