@@ -347,7 +347,11 @@ def _serve() -> int:
         _kill_own_process_group()
         return 1
     mark("head_ready")
-    _, log_monitor_stopping = start_log_monitor_thread(node)
+    try:
+        _, log_monitor_stopping = start_log_monitor_thread(node)
+    except Exception:  # a Ray whose LogMonitor differs: its own process, as ray.init()'s
+        super(type(node), node).start_log_monitor()
+        log_monitor_stopping = threading.Event()
     pids = {
         kind: sorted(info.process.pid for info in infos)
         for kind, infos in sorted(node.all_processes.items())
