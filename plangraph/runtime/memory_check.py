@@ -202,7 +202,7 @@ def check_replay_memory(
     )
     hints = []
     for e in estimates:
-        hint = f"lower the capacity ({_how(e)})"
+        hint = f"lower the capacity ({_how(e, python=True)})"
         if len(estimates) == 1:
             # PER trees: 32 bytes per leaf, up to 64 per env step with power-of-two leaves.
             per_step = e.row_bytes + (64 if e.prioritized else 0)
@@ -213,18 +213,19 @@ def check_replay_memory(
     )
 
 
-def _how(e: ReplayEstimate) -> str:
-    """Where the capacity is set: its config key, on the command line and from Python."""
+def _how(e: ReplayEstimate, python: bool) -> str:
+    """Where the capacity is set: its config key as ``--set``, and as ``config=`` too when
+    the caller may be Python (a build; ``plangraph validate`` is the command line's)."""
     if not e.capacity_key:
         return f"resource {e.resource!r}"
     key = e.capacity_key
-    return f"--set {key}=N, or config={{{key!r}: N}} from Python"
+    return f"--set {key}=N" + (f", or config={{{key!r}: N}} from Python" if python else "")
 
 
-def _fit_hint(e: ReplayEstimate, available: int) -> str:
+def _fit_hint(e: ReplayEstimate, available: int, python: bool) -> str:
     # PER trees: 32 bytes per leaf, up to 64 per env step with power-of-two leaves.
     per_step = e.row_bytes + (64 if e.prioritized else 0)
-    return f"lower the capacity ({_how(e)}): about {available // per_step:,} env steps fit"
+    return f"lower the capacity ({_how(e, python)}): about {available // per_step:,} env steps fit"
 
 
 def replay_memory_diagnostics(
@@ -232,10 +233,13 @@ def replay_memory_diagnostics(
     estimates: list[ReplayEstimate],
     available: int,
     where: str,
+    *,
+    python: bool = False,
 ) -> list[Any]:
     """PG185 diagnostics when the ``estimates`` together need more than ``available``
     bytes (``where``: who reports that memory, for the message); one per resource, located
-    at its ``capacity``; ``[]`` when they fit."""
+    at its ``capacity``; ``[]`` when they fit. ``python``: the hint also spells the fix as
+    ``config=`` (a build, which Python or the command line may have started)."""
     from plangraph.compiler.diagnostics import Diagnostic
 
     total = sum(e.nbytes for e in estimates)
@@ -259,7 +263,7 @@ def replay_memory_diagnostics(
                 node=None,
                 pointer=f"/resources/{e.resource}/params/capacity",
                 location=compiled.resources[e.resource].location,
-                hint=f"{_fit_hint(e, share)}; or run where more memory is free",
+                hint=f"{_fit_hint(e, share, python)}; or run where more memory is free",
             )
         )
     return out
@@ -294,7 +298,7 @@ def check_replay_actor_memory(
         available = ray_available_memory()
     if available is None:
         return estimates
-    problems = replay_memory_diagnostics(compiled, estimates, available, "Ray reports")
+    problems = replay_memory_diagnostics(compiled, estimates, available, "Ray reports", python=True)
     if problems:
         raise BuildError("\n".join(d.format() for d in problems))
     return estimates
