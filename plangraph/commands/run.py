@@ -134,7 +134,7 @@ class _Launch:
     stop: Any
     run_dir: Path
     checkpoint: Any  # a loaded plangraph.runtime.algorithm.Checkpoint, or None
-    imports: tuple[str, ...]  # --import modules, as given (recorded in run.json)
+    imports: tuple[str, ...]  # --import modules (a .py path absolute; recorded in run.json)
     evaluation_interval: int  # iterations between evaluations (0: never)
     evaluation_episodes: int
     keep_checkpoints: int  # newest checkpoints kept, plus the best (0: all)
@@ -201,8 +201,8 @@ def _prepare(args: argparse.Namespace) -> _Launch | int:
         return _error(problem)
     resume_dir: Path | None = args.resume
     saved: RunArgs | None = read_run_args(resume_dir) if resume_dir is not None else None
-    given = {recorded_import(m) for m in args.imports}
-    forgotten = [m for m in (saved.imports if saved else []) if recorded_import(m) not in given]
+    imports = tuple(recorded_import(m) for m in args.imports)
+    forgotten = [m for m in (saved.imports if saved else []) if recorded_import(m) not in imports]
     if forgotten:
         # A run directory is data: it never makes this process import code.
         print(
@@ -370,7 +370,7 @@ def _prepare(args: argparse.Namespace) -> _Launch | int:
         stop=stop,
         run_dir=run_dir,
         checkpoint=checkpoint,
-        imports=tuple(recorded_import(m) for m in args.imports),
+        imports=imports,
         evaluation_interval=interval,
         evaluation_episodes=episodes,
         keep_checkpoints=keep,

@@ -29,7 +29,7 @@ from plangraph.ops.describe import summary
 from plangraph.ops.registry import OpSignature, close_matches
 from plangraph.text import brief
 
-__all__ = ["Context", "join_hints"]
+__all__ = ["Context", "join_hints", "pointers_overlap"]
 
 
 _NO_VALUE: Any = object()
@@ -87,7 +87,7 @@ class Context:
         """``"the value comes from --set KEY=VALUE"`` (``config={...}`` in Python) for a
         value an override path put at (or above) ``pointer``; None otherwise."""
         for ptr, ov in self.param_overrides.items():
-            if pointer == ptr or pointer.startswith(ptr + "/") or ptr.startswith(pointer + "/"):
+            if pointers_overlap(pointer, ptr):
                 return f"the value comes from {self.set_text(ov.key, ov.value)}"
         return None
 
@@ -287,6 +287,11 @@ def _plain(v: Any) -> Any:
     if isinstance(v, tuple | list):
         return [_plain(x) for x in v]
     return v
+
+
+def pointers_overlap(a: str, b: str) -> bool:
+    """JSON pointers ``a`` and ``b`` are the same place or one is inside the other."""
+    return a == b or a.startswith(b + "/") or b.startswith(a + "/")
 
 
 def join_hints(*hints: str | None) -> str | None:

@@ -29,6 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from plangraph.compiler.context import pointers_overlap
 from plangraph.ir.refs import ConfigRefError, iter_config_refs, parse_config_ref
 from plangraph.ops.registry import all_ops, all_resource_kinds, close_matches
 from plangraph.text import brief, same_value
@@ -188,7 +189,7 @@ def apply_param_overrides(
         ov = _parse(ctx, key, value)
         if ov is None:
             continue
-        clash = next((o for o in applied.values() if _overlap(o.pointer, ov.pointer)), None)
+        clash = next((o for o in applied.values() if pointers_overlap(o.pointer, ov.pointer)), None)
         if clash is not None and not (
             clash.pointer == ov.pointer and same_value(clash.value, ov.value)
         ):
@@ -219,11 +220,6 @@ def apply_param_overrides(
             continue
         applied[ov.pointer] = ov
     return nodes, resources, applied
-
-
-def _overlap(a: str, b: str) -> bool:
-    """JSON pointers ``a`` and ``b`` are the same place or one is inside the other."""
-    return a == b or a.startswith(b + "/") or b.startswith(a + "/")
 
 
 def _ref_at(params: Mapping[str, Any], path: tuple[str, ...]) -> str | None:
@@ -257,7 +253,7 @@ def _warn_if_shadowing(ctx: Any, ov: ParamOverride, written: Mapping[str, Any]) 
     for section, items in (("nodes", ctx.plan.nodes), ("resources", ctx.plan.resources)):
         for oid, item in items.items():
             for ptr, other in iter_config_refs(item.params, f"/{section}/{oid}/params"):
-                if ptr == here or ptr.startswith(here + "/") or here.startswith(ptr + "/"):
+                if pointers_overlap(ptr, here):
                     continue
                 try:
                     other_ref = parse_config_ref(other)

@@ -251,10 +251,10 @@ def _head_node_class() -> type:
     return HeadNode
 
 
-def start_log_monitor_thread(node: Any) -> tuple[threading.Thread, threading.Event]:
+def start_log_monitor_thread(node: Any) -> threading.Event:
     """Run Ray's ``LogMonitor`` for ``node`` in a daemon thread of this process, logging to
-    the node's ``log_monitor.log`` as Ray's own process does; returns the thread and the
-    event to set before the node stops (an error after that is the node going away)."""
+    the node's ``log_monitor.log`` as Ray's own process does; returns the event to set
+    before the node stops (an error after that is the node going away)."""
     import logging.handlers
 
     from ray._private import log_monitor, ray_constants
@@ -286,9 +286,8 @@ def start_log_monitor_thread(node: Any) -> tuple[threading.Thread, threading.Eve
             if not stopping.is_set():
                 log_monitor.logger.exception("the log monitor stopped")
 
-    thread = threading.Thread(target=run, name="ray-log-monitor", daemon=True)
-    thread.start()
-    return thread, stopping
+    threading.Thread(target=run, name="ray-log-monitor", daemon=True).start()
+    return stopping
 
 
 def _serve() -> int:
@@ -348,7 +347,7 @@ def _serve() -> int:
         return 1
     mark("head_ready")
     try:
-        _, log_monitor_stopping = start_log_monitor_thread(node)
+        log_monitor_stopping = start_log_monitor_thread(node)
     except Exception:  # a Ray whose LogMonitor differs: its own process, as ray.init()'s
         super(type(node), node).start_log_monitor()
         log_monitor_stopping = threading.Event()
