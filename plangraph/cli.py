@@ -81,10 +81,10 @@ def exit_now(code: int) -> NoReturn:
     hooks (Ray's, logging's, multiprocessing's, temporary files'), flush stdout and stderr,
     then stop without the interpreter's teardown.
 
-    That teardown frees every object of every module one by one: with torch loaded (and the
-    sympy its optimizer pulls in) about a second of a ``plangraph run``, for nothing a
-    finished command needs, since every file it wrote is closed by then. Only for the
-    command-line entry points: ``main()`` itself returns, for callers in a Python process.
+    That teardown frees every object of every module one by one: with torch loaded about a
+    second of a ``plangraph run``, for nothing a finished command needs, since every file
+    it wrote is closed by then. Only for the command-line entry points: ``main()`` itself
+    returns, for callers in a Python process.
     """
     run_exit_hooks = getattr(atexit, "_run_exitfuncs", None)
     if run_exit_hooks is None:  # not CPython: the ordinary exit

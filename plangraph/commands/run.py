@@ -442,10 +442,9 @@ def _train(launch: _Launch, args: argparse.Namespace) -> int:
     run_dir = launch.run_dir
     from plangraph.runtime.warm_start import import_in_background
 
-    # The learner's torch (and the torch._dynamo its optimizer imports) loads while the
-    # build checks the plan's resources and Ray's head node comes up; an error shows again
-    # where the build imports it.
-    import_in_background("torch._dynamo")
+    # The learner's torch loads while the build checks the plan's resources and Ray's
+    # head node comes up; an error shows again where the build imports it.
+    import_in_background("torch")
     try:
         algo = launch.compiled.build(
             env=launch.env,

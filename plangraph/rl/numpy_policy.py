@@ -2,9 +2,8 @@
 
 A remote rollout worker only acts: it runs the policy forward on a few rows per vector
 step, computes ``V(s)`` for GAE, and loads the weights the learner broadcasts. The learner
-alone needs torch (autograd, Adam). Importing torch, and the ``torch._dynamo`` that
-building a torch optimizer pulls in, costs a worker process about 2 s of CPU at start-up,
-more than all of its other start-up work; these classes run the same networks
+alone needs torch (autograd, Adam). Importing torch costs a worker process 1-3 s of CPU
+at start-up, more than all of its other start-up work; these classes run the same networks
 (``plangraph.rl.models``: ``Linear -> act -> ... -> Linear`` on observations flattened to
 float32) with numpy.
 

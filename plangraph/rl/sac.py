@@ -42,6 +42,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from plangraph.ops.policies import SACConfig
+from plangraph.rl.adam import Adam
 from plangraph.rl.models import flatten_obs, mlp, mlp_forward, soft_update
 from plangraph.rl.policy import Stats, TorchPolicy, _adam, to_tensor
 from plangraph.rl.sample_batch import SampleBatch
@@ -219,7 +220,7 @@ class SACPolicy(TorchPolicy):
         return squashed_sample(mean, log_std, eps)
 
     def _step(
-        self, optimizer: torch.optim.Optimizer, params: list[nn.Parameter], loss: torch.Tensor
+        self, optimizer: Adam, params: list[nn.Parameter], loss: torch.Tensor
     ) -> float:
         grads = torch.autograd.grad(loss, params)
         for p, g in zip(params, grads, strict=True):

@@ -1,8 +1,7 @@
 """The driver's own start-up work, done in a thread while Ray's head node comes up.
 
 Ray's head node takes seconds to come up (``plangraph.runtime.local_head``). The learner
-needs none of it to be built, only torch (about 1 s to import, plus another second for
-the ``torch._dynamo`` that constructing a torch optimizer imports) and the observation and
+needs none of it to be built, only torch (1-3 s of CPU to import) and the observation and
 action spaces of its env. ``Warmup`` imports the first and reads the second from one env
 created (and closed) here, so that when Ray is up the learner is built at once and the
 rollout workers get its weights without the driver waiting for a worker to answer. Every
@@ -95,11 +94,8 @@ class Warmup:
 
     def _run(self) -> None:
         try:
-            # torch._dynamo: the optimizer's lazy import, done now; then policies, models.
-            for wait in [
-                import_in_background(m) for m in ("torch._dynamo", "plangraph.rl.worker_set")
-            ]:
-                wait()
+            # torch, then policies and models
+            import_in_background("plangraph.rl.worker_set")()
 
             if self._read_spaces:
                 self._spaces = self._env_spaces()
