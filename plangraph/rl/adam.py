@@ -5,8 +5,9 @@ Why not ``torch.optim.Adam`` itself: constructing any ``torch.optim.Optimizer`` 
 ``torch._dynamo`` (``add_param_group`` is wrapped by ``torch._disable_dynamo``, which
 imports the compiler on its first call, and ``step`` does the same through
 ``_use_grad_for_differentiable``). That import brings torch.fx, sympy and the inductor's
-configuration: 2.9 s of CPU on the 2-core reference machine, a third of what the driver
-spends to start a ``plangraph run``, for a compiler the learner never calls.
+configuration, for a compiler the learner never calls: 2.9 s of CPU on its own on the slow
+2-core host of 2026-12-02, where it took the driver's CPU in ``plangraph run plans/ppo.json
+--max-iterations 1`` from 7.1 to 5.1 s (``tools/bench_startup.py --cpu``).
 
 What stays torch's: the arithmetic is ``torch.optim.adam.adam``, torch's functional Adam
 (its ``__all__``; Kingma & Ba 2015, Algorithm 1), with the fused kernel where the device
