@@ -86,7 +86,7 @@ class Adam:
                 "foreach": None,
                 "capturable": False,
                 "differentiable": False,
-                "fused": True if fused else None,  # torch saves None, not False
+                "fused": True if fused else None,  # torch.optim.Adam's default: None
                 "decoupled_weight_decay": False,
                 "params": params,
             }
