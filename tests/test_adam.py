@@ -23,7 +23,9 @@ def _params(seed: int) -> list[torch.nn.Parameter]:
     return [torch.nn.Parameter(torch.randn(s, generator=gen)) for s in shapes]
 
 
-def _drive(opt: object, params: list[torch.nn.Parameter], steps: range, seed: int) -> None:
+def _drive(
+    opt: Adam | torch.optim.Adam, params: list[torch.nn.Parameter], steps: range, seed: int
+) -> None:
     """Gradients from a seeded stream; the second parameter has none every third step, and
     the learning rate changes halfway, as the lr schedule changes it."""
     gen = torch.Generator().manual_seed(seed)
@@ -32,10 +34,10 @@ def _drive(opt: object, params: list[torch.nn.Parameter], steps: range, seed: in
             g = torch.randn(p.shape, generator=gen)
             p.grad = None if (j == 1 and i % 3 == 0) else g
         if i == 10:
-            for group in opt.param_groups:  # type: ignore[attr-defined]
+            for group in opt.param_groups:
                 group["lr"] = 5e-4
-        opt.step()  # type: ignore[attr-defined]
-        opt.zero_grad(set_to_none=True)  # type: ignore[attr-defined]
+        opt.step()
+        opt.zero_grad(set_to_none=True)
 
 
 def _assert_same_state(ours: dict, theirs: dict) -> None:
