@@ -14,6 +14,7 @@ import pytest
 import plangraph
 from plangraph.flow.concurrency import concurrently
 from plangraph.flow.local import LocalIterator
+from plangraph.runtime.algorithm import Checkpoint
 from plangraph.runtime.implementations import LOWERINGS
 
 pytestmark = pytest.mark.usefixtures("ray_session")
@@ -178,9 +179,12 @@ def test_checkpoint_of_an_async_run_continues_counters_and_learner(tmp_path: Pat
     try:
         algo.train()
         r1 = algo.train()
-        algo.save(tmp_path / "ckpt")
-        version = algo.ctx.learners["learner"].version
-        weights = copy.deepcopy(algo.ctx.worker_sets["workers"].local_policy.get_weights())
+        # The learner thread trains on: held off while saving and reading, so that what is
+        # read here is what was saved.
+        with algo.ctx.policy_lock("workers"):
+            algo.save(tmp_path / "ckpt")
+            version = algo.ctx.learners["learner"].version
+            weights = copy.deepcopy(algo.ctx.worker_sets["workers"].local_policy.get_weights())
     finally:
         algo.stop()
     restored = compiled.build(seed=0)
@@ -234,3 +238,44 @@ def test_ctrl_c_stops_an_async_run_and_joins_the_learner(tmp_path: Path) -> None
     last = json.loads(log.read_text().splitlines()[-1])
     ckpt = run_dir / "checkpoints" / f"iter_{last['iteration']:06d}"
     assert (ckpt / "algorithm.json").exists()
+
+
+def test_a_checkpoint_pairs_the_learner_weights_with_their_version(tmp_path: Path) -> None:
+    """``save()`` while the learner thread trains: the checkpoint holds the weights of the
+    version it records, not those of an update made while the rest was being saved."""
+    compiled = plangraph.compile(_async_plan())
+    algo = compiled.build(seed=0)
+    try:
+        learner = algo.ctx.learners["learner"]
+        policy = algo.ctx.worker_sets["workers"].local_policy
+        after_update = [copy.deepcopy(policy.get_weights())]  # [k]: weights of version k
+        learn = policy.learn_on_batch
+
+        def recording_learn(batch: Any) -> Any:
+            stats = learn(batch)
+            after_update.append(copy.deepcopy(policy.get_weights()))
+            return stats
+
+        policy.learn_on_batch = recording_learn
+        workers = algo.ctx.worker_sets["workers"]
+        save_workers = workers.get_state
+
+        def slow_save_workers() -> Any:  # room for the learner to update, were it not held off
+            time.sleep(0.5)
+            return save_workers()
+
+        workers.get_state = slow_save_workers
+        for batch in _batches(algo, 8, 128):
+            learner.inqueue.put(batch)
+        learner.start()
+        while learner.version < 2:  # training, with batches still queued
+            time.sleep(0.01)
+        algo.save(tmp_path / "ckpt")
+    finally:
+        algo.stop()
+    state = Checkpoint.load(tmp_path / "ckpt").state
+    version = state["learners"]["learner"]["version"]
+    saved = state["policies"]["workers"]["weights"]
+    expected = after_update[version]
+    assert saved.keys() == expected.keys()
+    assert all(np.array_equal(saved[k], expected[k]) for k in expected), version

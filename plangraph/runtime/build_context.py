@@ -21,6 +21,7 @@ partial list of ``Batch`` and the fan-out queues of ``duplicate``.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import operator
 import threading
@@ -441,18 +442,23 @@ class BuildContext:
         and, for async plans, ``learners`` (each learner thread's policy version) and
         ``replay_actors`` (every shard's buffer, by resource id). The run's own state is
         ``run_state.get_state()``."""
-        policies = {}
-        for rid, ws in self.worker_sets.items():
-            with self.policy_locks[rid]:  # never half an update of a running learner thread
-                policies[rid] = ws.local_policy.get_state()
+        # Every learner policy and its learner thread's version at one moment: holding the
+        # policy locks (a learner thread's own lock) keeps a running thread from updating
+        # between the two, which would pair weights with the version after them. Sorted,
+        # so that two callers never take them in opposite orders.
+        with contextlib.ExitStack() as held:
+            for rid in sorted(self.policy_locks):
+                held.enter_context(self.policy_locks[rid])
+            policies = {rid: ws.local_policy.get_state() for rid, ws in self.worker_sets.items()}
+            learners = {rid: t.get_state() for rid, t in self.learners.items()}
         state: dict[str, Any] = {
             "policies": policies,
             "workers": {rid: ws.get_state() for rid, ws in self.worker_sets.items()},
             "buffers": {rid: buf.get_state() for rid, buf in self.buffers.items()},
             "operators": {nid: op.get_state() for nid, op in sorted(self.operator_states.items())},
         }
-        if self.learners:
-            state["learners"] = {rid: t.get_state() for rid, t in self.learners.items()}
+        if learners:
+            state["learners"] = learners
         if self.replay_actors:
             state["replay_actors"] = {rid: r.get_state() for rid, r in self.replay_actors.items()}
         return state
