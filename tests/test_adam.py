@@ -4,17 +4,12 @@ and no ``torch._dynamo`` import anywhere in a learner's life."""
 from __future__ import annotations
 
 import copy
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 
 from plangraph.rl.adam import Adam
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.fresh_python import run_python
 
 
 def _params(seed: int) -> list[torch.nn.Parameter]:
@@ -151,15 +146,4 @@ for env, config in [("CartPole-v1", {"algo": "ppo"}),
     assert stats, config
 print(sorted(m for m in sys.modules if m.startswith("torch._dynamo")))
 """
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == "[]"
+    assert run_python(code).strip() == "[]"

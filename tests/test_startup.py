@@ -21,21 +21,6 @@ from gymnasium.envs.classic_control.cartpole import CartPoleEnv
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _python(code: str, *args: str, env: dict[str, str] | None = None) -> str:
-    full_env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
-    proc = subprocess.run(
-        [sys.executable, "-c", code, *args],
-        cwd=ROOT,
-        env=full_env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr
-    return proc.stdout
-
-
 def test_a_cli_run_traces_every_phase_in_order(tmp_path: Path) -> None:
     trace = tmp_path / "trace.jsonl"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PLANGRAPH_TRACE_STARTUP": str(trace)}
