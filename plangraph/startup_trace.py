@@ -13,8 +13,8 @@ imported, env spaces read), ``ray_ready``, ``actors_started``, ``learner_built``
 ``worker_ready`` (in a worker: its ``RolloutWorker`` exists), ``first_sample`` (the first
 fragment reached the driver), ``first_train`` (the first learner update returned),
 ``first_result``, ``checkpoint_saved``, ``actors_stopped`` and ``ray_shutdown``; and
-``head_ready`` from the process that runs Ray's head node (``plangraph.runtime.local_head``:
-its node is up).
+from the process that runs Ray's head node (``plangraph.runtime.local_head``)
+``head_imported`` (Ray imported: it can start the node) and ``head_ready`` (its node is up).
 
 Unset (the default), ``mark`` costs one dictionary look-up and writes nothing.
 """

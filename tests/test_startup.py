@@ -18,6 +18,8 @@ import numpy as np
 import pytest
 from gymnasium.envs.classic_control.cartpole import CartPoleEnv
 
+from tests.fresh_python import run_python
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -113,3 +115,15 @@ def test_the_learner_starts_from_spaces_read_in_the_driver() -> None:
         assert algo.train()["num_env_steps_sampled"] == 1024
     finally:
         algo.stop()
+
+
+def test_spawning_the_head_process_imports_neither_the_compiler_nor_ray() -> None:
+    # `plangraph run` spawns the head process before it compiles the plan, so that the head
+    # imports Ray meanwhile; an import of the compiler (pydantic, networkx) on the way to
+    # the spawn delayed it by about 0.5 s.
+    code = (
+        "import sys; import plangraph.runtime.ray_session, plangraph.runtime.local_head; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('pydantic', 'networkx', 'ray', 'torch', 'numpy') or m.startswith('plangraph.compiler')))"
+    )
+    assert run_python(code).strip() == "[]"

@@ -253,6 +253,7 @@ def table(results: dict[tuple[str, str], list[dict[str, float]]]) -> str:
                 row += f" {_fmt(_median(durations))} | {_fmt(_median(ends))} |"
             lines.append(row)
         for key, label in (
+            ("head_imported", "Ray imported in the head node's process"),
             ("head_ready", "Ray head node up in its own process"),
             ("warmup_done", "driver warm-up thread done (torch, env spaces)"),
             ("worker_ready_first", "first rollout worker ready"),

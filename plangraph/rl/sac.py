@@ -219,9 +219,7 @@ class SACPolicy(TorchPolicy):
         eps = torch.randn(mean.shape, generator=self._torch_gen)
         return squashed_sample(mean, log_std, eps)
 
-    def _step(
-        self, optimizer: Adam, params: list[nn.Parameter], loss: torch.Tensor
-    ) -> float:
+    def _step(self, optimizer: Adam, params: list[nn.Parameter], loss: torch.Tensor) -> float:
         grads = torch.autograd.grad(loss, params)
         for p, g in zip(params, grads, strict=True):
             p.grad = g

@@ -171,7 +171,8 @@ class OperatorState:
 
 def _check_worker_counts(params: dict[str, Any], cpus: int, where: str) -> None:
     """Refuse a worker set with more remote workers than ``max_workers(cpus)``."""
-    from plangraph.runtime.ray_session import MAX_WORKERS_PER_CPU, max_workers
+    from plangraph.compiler.capacity import MAX_WORKERS_PER_CPU
+    from plangraph.runtime.ray_session import max_workers
 
     bound = max_workers(cpus)
     for rid, p in sorted(params.items()):

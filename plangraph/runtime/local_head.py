@@ -69,6 +69,12 @@ SYSTEM_CONFIG = {
     # later (Ray's own switch for cold starts, ray-project/ray#33623): the same number of
     # workers, the rollout worker actors then start in them.
     "enable_worker_prestart": True,
+    # Those prestarted workers then wait, idle, for the driver to join and create the
+    # rollout worker actors, whose creation imports the rollout worker's modules (numpy,
+    # gymnasium, the policy configs: about 0.4 s of CPU each) while the driver waits for
+    # the first sample. Ray's own switch has every Python worker import them before it
+    # accepts work; a worker that cannot import them logs why and works as before.
+    "preload_python_modules": ["plangraph.rl.rollout_worker"],
 }
 """Ray system config of the head node (``_system_config``; the whole cluster reads it)."""
 
@@ -322,6 +328,7 @@ def _serve() -> int:
     except Exception as exc:  # reported to the driver, which starts Ray in-process
         _report_error(exc)
         return 1
+    mark("head_imported")
     try:
         line = sys.stdin.buffer.readline()
     except _Stop:

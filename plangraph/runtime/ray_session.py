@@ -8,11 +8,13 @@ import socket
 import sys
 from typing import TYPE_CHECKING
 
-# One bound (MAX_WORKERS_PER_CPU) for the compiler's capacity check and the build.
-from plangraph.compiler.capacity import MAX_WORKERS_PER_CPU, Capacity, NodeCapacity
 from plangraph.errors import BuildError
 
+# The compiler (pydantic, networkx: about 0.5 s) only where used: `plangraph run` imports
+# this module to spawn the head process, which must start importing Ray before the plan
+# compiles.
 if TYPE_CHECKING:
+    from plangraph.compiler.capacity import Capacity
     from plangraph.runtime.local_head import LocalHead
 
 ADDRESS_TIMEOUT_S = 5.0
@@ -45,6 +47,8 @@ def cluster_capacity(address: str) -> Capacity:
     """
     import ray
 
+    from plangraph.compiler.capacity import Capacity, NodeCapacity
+
     joined_here = not ray.is_initialized()
     if joined_here:
         check_address(address)
@@ -67,7 +71,11 @@ def cluster_capacity(address: str) -> Capacity:
 
 
 def max_workers(cpus: int) -> int:
-    """The bound on remote rollout workers for ``cpus`` CPUs (``MAX_WORKERS_PER_CPU`` each)."""
+    """The bound on remote rollout workers for ``cpus`` CPUs (``MAX_WORKERS_PER_CPU`` of
+    ``plangraph.compiler.capacity`` each: one bound for the compiler's check and the
+    build)."""
+    from plangraph.compiler.capacity import MAX_WORKERS_PER_CPU
+
     return MAX_WORKERS_PER_CPU * max(1, cpus)
 
 
