@@ -3,7 +3,8 @@
 import signal
 from typing import NoReturn
 
-from plangraph.cli import exit_now, main
+from plangraph.cli import main
+from plangraph.process_exit import exit_now
 
 
 def entry() -> NoReturn:

@@ -11,13 +11,11 @@ Exit codes: 0 success, 1 the input has errors (diagnostics printed), 2 usage err
 from __future__ import annotations
 
 import argparse
-import atexit
 import importlib
-import os
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
 
+from plangraph.process_exit import exit_now
 from plangraph.startup_trace import mark
 
 # Order is the order shown in ``plangraph --help``.
@@ -74,28 +72,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
-
-
-def exit_now(code: int) -> NoReturn:
-    """End this process with exit status ``code`` after a command returned: run the atexit
-    hooks (Ray's, logging's, multiprocessing's, temporary files'), flush stdout and stderr,
-    then stop without the interpreter's teardown.
-
-    That teardown frees every object of every module one by one: with torch loaded about a
-    second of a ``plangraph run``, for nothing a finished command needs, since every file
-    it wrote is closed by then. Only for the command-line entry points: ``main()`` itself
-    returns, for callers in a Python process.
-    """
-    run_exit_hooks = getattr(atexit, "_run_exitfuncs", None)
-    if run_exit_hooks is None:  # not CPython: the ordinary exit
-        raise SystemExit(code)
-    run_exit_hooks()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):  # a closed pipe or stream: nothing left to write to
-            pass
-    os._exit(code)
 
 
 if __name__ == "__main__":

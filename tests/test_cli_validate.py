@@ -154,3 +154,21 @@ def test_validate_imports_neither_ray_nor_torch(tmp_path: Path) -> None:
         assert proc.returncode == 0, proc.stderr
         outs.append(proc.stdout.strip().splitlines()[-1])
     assert outs == ["0 ['gymnasium']", "0 []"]
+
+
+def test_validate_imports_networkx_only_for_a_plan_with_a_cycle() -> None:
+    # An acyclic plan is checked on the topology's own adjacency (networkx takes about
+    # 0.2 s to import); a cycle's strongly connected components still come from networkx.
+    code = (
+        "import sys, contextlib, io\n"
+        "from plangraph.cli import main\n"
+        "quiet = contextlib.redirect_stdout(io.StringIO())\n"
+        "with quiet, contextlib.redirect_stderr(io.StringIO()):\n"
+        "    ok = main(['validate', '--quiet', 'plans/ppo.json', 'plans/dqn.json'])\n"
+        "    before = 'networkx' in sys.modules\n"
+        "    bad = main(['validate', 'tests/fixtures/bad_plans/PG120_cycle.json'])\n"
+        "print(ok, before, bad, 'networkx' in sys.modules)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["0", "False", "1", "True"]

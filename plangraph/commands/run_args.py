@@ -27,7 +27,7 @@ class RunArgs(BaseModel):
     ``evaluation_*``, ``keep_checkpoints`` and ``checkpoint_score``, which older runs lack;
     ``--resume`` fills in the rest of its command line from them)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid", strict=True)
 
     plan: str = Field(description="the plan file first run (a record; never loaded)")
     env: str | None = Field(min_length=1, description="gymnasium env id, or the plan's")

@@ -6,7 +6,8 @@ raises :class:`PlanValidationError` otherwise. The checks run in the order that
 :mod:`plangraph.compiler.pipeline` lists them (``CHECKS``); :func:`register_check` adds
 one. Then, on a plan without errors, the optimisation passes
 (:mod:`plangraph.compiler.passes`) make the executed plan (``CompiledPlan.executed``);
-``disable_passes`` turns some off. Imports pydantic and networkx only.
+``disable_passes`` turns some off. Imports pydantic only; networkx where a plan has a
+cycle, for ``CompiledPlan.graph`` and for plan diffs.
 """
 
 from __future__ import annotations
@@ -177,7 +178,7 @@ def _assemble(
     """Freeze what the checks found into one record per node and the one topology; with
     the passes' draft, also the executed plan."""
     topo = ctx.topology
-    if not topo.graph and ctx.plan.nodes:  # check "graph" did not run (or crashed)
+    if not topo and ctx.plan.nodes:  # check "graph" did not run (or crashed)
         topo = Topology.build({nid: (n.op, n.inputs) for nid, n in ctx.plan.nodes.items()})
     fed_by = _fed_by(ctx, topo)
     placed = _placements(ctx, draft)
@@ -213,8 +214,7 @@ def _assemble(
         )
         for rid, res in ctx.plan.resources.items()
     }
-    for nid in topo.graph:
-        topo.graph.nodes[nid]["type"] = ctx.types.get(nid)
+    topo.set_node_types(ctx.types)
     declared = CompiledPlan(
         plan=ctx.plan,
         config=ctx.config,

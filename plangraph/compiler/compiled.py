@@ -12,9 +12,8 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import networkx as nx
 from pydantic import BaseModel
 
 from plangraph.compiler.diagnostics import Diagnostic
@@ -24,6 +23,9 @@ from plangraph.ir.source import Location
 from plangraph.ir.types import PortType
 from plangraph.ops.registry import OpSignature, all_resource_kinds
 from plangraph.text import brief, count
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 __all__ = [
     "PLACEMENTS",
@@ -186,7 +188,8 @@ class CompiledPlan:
 
     @property
     def graph(self) -> nx.DiGraph:
-        """The dataflow graph (the topology's ``networkx.DiGraph``)."""
+        """The dataflow graph as a ``networkx.DiGraph`` (the topology's, built on first
+        use)."""
         return self.topology.graph
 
     # -- dataflow queries -----------------------------------------------------------------

@@ -6,10 +6,10 @@ Each asks the analysis graph (``ctx.topology``) about users, ancestors and order
 
 from __future__ import annotations
 
-import networkx as nx
+from typing import TYPE_CHECKING
 
 from plangraph.compiler.context import Context
-from plangraph.compiler.topology import Topology
+from plangraph.compiler.topology import Topology, reachable
 from plangraph.ir.refs import resource_ref_id
 from plangraph.ir.types import (
     ANY,
@@ -24,9 +24,12 @@ from plangraph.ir.types import (
 from plangraph.ops.registry import all_ops, close_matches
 from plangraph.text import brief
 
+if TYPE_CHECKING:
+    import networkx as nx
+
 
 def check_graph(ctx: Context) -> None:
-    """Build the networkx graph; every input and the output name a node."""
+    """Build the analysis graph; every input and the output name a node."""
     ctx.topology = Topology.build({nid: (n.op, n.inputs) for nid, n in ctx.plan.nodes.items()})
     ids = list(ctx.plan.nodes)
     for nid, node in ctx.plan.nodes.items():
@@ -55,6 +58,12 @@ def check_graph(ctx: Context) -> None:
 def check_cycles(ctx: Context) -> None:
     """The graph is acyclic; each cycle is printed as a -> b -> a."""
     topo = ctx.topology
+    topo.order = topo.kahn_order()
+    if topo.is_acyclic():
+        return
+    # Only a plan with a cycle needs its strongly connected components (and networkx).
+    import networkx as nx
+
     g = topo.graph
     rank = topo.rank
     cyclic: set[str] = set()
@@ -74,7 +83,6 @@ def check_cycles(ctx: Context) -> None:
             "buffer) instead of an edge",
         )
     topo.cyclic = frozenset(cyclic)
-    topo.order = topo.kahn_order()
 
 
 def _cycle_through(g: nx.DiGraph, start: str, topo: Topology) -> list[str]:
@@ -126,7 +134,7 @@ def check_fan_out(ctx: Context) -> None:
     topo = ctx.topology
     # in the order the streams are first read (by declaration, then port): the order of
     # the reports
-    read = dict.fromkeys(s for n in ctx.plan.nodes.values() for s in n.inputs if s in topo.graph)
+    read = dict.fromkeys(s for n in ctx.plan.nodes.values() for s in n.inputs if s in topo)
     for src in read:
         users = topo.users(src)
         sig = ctx.sigs.get(src)
@@ -178,8 +186,8 @@ def check_types(ctx: Context) -> None:
             # The rollouts of a multi-agent worker set are per-policy batches.
             ctx.types[nid] = MULTI_AGENT_BATCH
         for src in node.inputs:
-            if topo.graph.has_edge(src, nid):
-                topo.graph.edges[src, nid]["type"] = ctx.types.get(src)
+            if topo.has_edge(src, nid):
+                topo.set_edge_type(src, nid, ctx.types.get(src))
 
 
 def _multi_agent(ctx: Context, nid: str) -> bool:
@@ -333,7 +341,7 @@ def check_reachability(ctx: Context) -> None:
     out = ctx.plan.output
     if out not in ctx.plan.nodes:
         return
-    live = nx.ancestors(_repaired_graph(ctx), out) | {out}
+    live = reachable(_repaired_inputs(ctx), out) | {out}
     for nid in ctx.plan.nodes:
         if nid in live:
             continue
@@ -348,8 +356,9 @@ def check_reachability(ctx: Context) -> None:
         )
 
 
-def _repaired_graph(ctx: Context) -> nx.DiGraph:
-    """The graph with each unknown input wired to the node(s) it most likely meant.
+def _repaired_inputs(ctx: Context) -> dict[str, set[str]]:
+    """``{node: the nodes it reads}``, with each unknown input wired to the node(s) it
+    most likely meant.
 
     An input that names no node is given, for reachability only, the sources PG111 offers
     as did-you-mean; without a close match, any stream that nobody consumes (other than the
@@ -357,7 +366,7 @@ def _repaired_graph(ctx: Context) -> nx.DiGraph:
     (that would be a cycle, not a fix). Nodes that stay cut off are genuinely unreachable.
     """
     topo = ctx.topology
-    repaired = topo.graph.copy()
+    repaired = topo.predecessors_map()
     dangling = [n for n in ctx.plan.nodes if not topo.users(n) and n != ctx.plan.output]
     for nid, node in ctx.plan.nodes.items():
         unknown = [src for src in node.inputs if src not in ctx.plan.nodes]
@@ -367,7 +376,7 @@ def _repaired_graph(ctx: Context) -> nx.DiGraph:
         others = [x for x in ctx.plan.nodes if x not in downstream]
         for src in unknown:
             meant = close_matches(src, others) or [x for x in dangling if x not in downstream]
-            repaired.add_edges_from((m, nid) for m in meant)
+            repaired[nid].update(meant)
     return repaired
 
 

@@ -46,7 +46,7 @@ SAVED_PLAN_FILE = "plan.json"
 class _View(BaseModel):
     # Lax mode for JSON arrays as tuples only: pydantic v2 never turns a number into a
     # string or an id, so a hand-edited value of the wrong type is still refused.
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     def __eq__(self, other: object) -> bool:
         # Fields only: where a plan was written never makes two plans differ.

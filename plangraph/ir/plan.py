@@ -68,7 +68,7 @@ def _to_plain(value: Any) -> Any:
 
 
 class _IRModel(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     def __eq__(self, other: object) -> bool:
         # Field values only: private metadata (source locations) never affects equality.

@@ -50,7 +50,7 @@ Seconds = Annotated[float, Field(ge=0.0, allow_inf_nan=False)]
 class NodeProfile(BaseModel):
     """One plan node's share of the run."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid", strict=True)
 
     seconds: float = _Seconds
     items: int = Field(ge=0, description="items the node emitted (NOT_READY excluded)")
@@ -63,7 +63,7 @@ class NodeProfile(BaseModel):
 class LearnerThreadProfile(BaseModel):
     """A learner thread, which trains beside the driver (its time is not in ``wall_s``)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid", strict=True)
 
     busy_s: float = _Seconds
 
@@ -76,7 +76,7 @@ class RunProfile(BaseModel):
     over all nodes (keys of :data:`PHASE_LABELS`; absent means 0).
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid", strict=True)
 
     version: Literal[1] = 1
     plan: str

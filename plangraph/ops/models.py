@@ -48,7 +48,7 @@ _Filter = tuple[
 class MLPModel(BaseModel):
     """A multi-layer perceptron on the flattened observation."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     type: Literal["mlp"] = "mlp"
     hiddens: tuple[_Width, ...] = Field((64, 64), description="Hidden layer widths.")
@@ -63,7 +63,7 @@ class MLPModel(BaseModel):
 class CNNModel(BaseModel):
     """Convolutions on an image observation ``[H, W, C]``, then dense layers."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     type: Literal["cnn"] = "cnn"
     conv_filters: tuple[_Filter, ...] = Field(

@@ -96,7 +96,7 @@ Schedule = Annotated[tuple[tuple[int, float], ...], AfterValidator(check_schedul
 
 
 class _PolicyBase(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid", allow_inf_nan=False)
 
     hiddens: tuple[int, ...] = Field(
         (64, 64),

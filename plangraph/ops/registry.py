@@ -67,7 +67,7 @@ class OpParams(BaseModel):
     """Base class of operator ``Params`` models: frozen, unknown keys rejected, numbers
     finite (NaN and Infinity are rejected: no param means either)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid", allow_inf_nan=False)
 
 
 class NoParams(OpParams):

@@ -29,7 +29,7 @@ class WorkerResources(BaseModel):
     ``num_gpus``, ``memory`` and custom ``resources``); with a ``placement_strategy`` also
     the worker's bundle in the worker set's placement group."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid", allow_inf_nan=False)
 
     num_cpus: float = Field(
         0.0,
@@ -64,7 +64,7 @@ class WorkerResources(BaseModel):
 class LearnerResources(BaseModel):
     """Where the worker set's learner policy trains: in the driver, on ``device``."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid", allow_inf_nan=False)
 
     device: Literal["auto", "cpu", "cuda"] = Field(
         "auto",
@@ -95,7 +95,7 @@ class WorkerSetParams(BaseModel):
     rollouts are then ``MultiAgentBatch``es.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid", allow_inf_nan=False)
 
     env: str = Field("CartPole-v1", description="Gymnasium env id (overridden by --env).")
     num_workers: int = Field(2, ge=0, description="Remote rollout workers; 0 samples locally.")
@@ -204,7 +204,7 @@ class WorkerSetParams(BaseModel):
 class ReplayBufferParams(BaseModel):
     """Experience replay; capacity in env steps, FIFO eviction."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid", allow_inf_nan=False)
 
     capacity: int = Field(50_000, ge=1, description="Capacity in env steps (FIFO eviction).")
     learning_starts: int = Field(
@@ -306,7 +306,7 @@ class LearnerThreadParams(BaseModel):
     on batches from a bounded in-queue while the driver keeps sampling; ``Enqueue`` feeds
     it, ``Dequeue`` reads one ``TrainInfo`` per trained batch from its out-queue."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     workers: str = Field(
         "@workers",

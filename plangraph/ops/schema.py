@@ -39,7 +39,7 @@ _CONFIG_REF = {
 
 
 def _forbid() -> ConfigDict:
-    return ConfigDict(extra="forbid")
+    return ConfigDict(defer_build=True, extra="forbid")
 
 
 def plan_schema() -> dict[str, Any]:
@@ -82,7 +82,7 @@ def plan_schema() -> dict[str, Any]:
     AnyResource = Annotated[_union(res_models), Field(discriminator="kind")]
     plan_model = create_model(
         "PlanFile",
-        __config__=ConfigDict(extra="forbid", title="plangraph plan"),
+        __config__=ConfigDict(defer_build=True, extra="forbid", title="plangraph plan"),
         __doc__="A plangraph execution plan (see docs/CONTRACTS.md).",
         schema_=(
             str,

@@ -68,7 +68,7 @@ def all_wrappers() -> dict[str, WrapperKind]:
 class WrapperSpec(BaseModel):
     """One wrapper of a worker set's env: a registered ``name`` and its ``params``."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     name: str = Field(description="A registered wrapper (plangraph.ops.wrappers).")
     params: dict[str, Any] = Field(
@@ -115,7 +115,7 @@ class WrapperSpec(BaseModel):
 
 
 class _Params(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid", allow_inf_nan=False)
 
 
 class ClipRewardParams(_Params):

@@ -45,7 +45,7 @@ META_FILE = "algorithm.json"
 class CheckpointMeta(pydantic.BaseModel):
     """``algorithm.json`` of a checkpoint directory: what it is and where the run was."""
 
-    model_config = pydantic.ConfigDict(frozen=True, extra="forbid", strict=True)
+    model_config = pydantic.ConfigDict(defer_build=True, frozen=True, extra="forbid", strict=True)
 
     version: Literal[2]
     plan: str = pydantic.Field(description="name of the plan that wrote the checkpoint")

@@ -416,7 +416,7 @@ def _kill_own_process_group() -> None:
 
 
 if __name__ == "__main__":
-    from plangraph.cli import exit_now
+    from plangraph.process_exit import exit_now
 
     # Without the interpreter's teardown of Ray's modules (about 0.1 s here), which the
     # driver's stop() would wait for: every Ray process is gone by now.
