@@ -340,3 +340,54 @@ def test_ensure_ray_after_the_users_ray_shutdown_starts_a_new_head() -> None:
     out = json.loads(proc.stdout.splitlines()[-1])
     assert out["works"] and out["first"] != out["second"]
     assert not _alive(out["first"]) and not _alive(out["second"])
+
+
+MINIMAL_AGENT_MODULES = """
+import importlib, pkgutil, sys
+import ray.dashboard.modules
+from ray._private.utils import get_dashboard_dependency_error
+from ray.dashboard.utils import DashboardAgentModule
+
+for info in pkgutil.walk_packages(ray.dashboard.modules.__path__, "ray.dashboard.modules."):
+    try:
+        importlib.import_module(info.name)
+    except ImportError:
+        pass  # needs what a minimal Ray lacks: it cannot be minimal either
+
+def below(cls):
+    for sub in cls.__subclasses__():
+        yield sub
+        yield from below(sub)
+
+print(get_dashboard_dependency_error() is not None)
+print(sorted(m.__name__ for m in below(DashboardAgentModule) if m.is_minimal_module()))
+"""
+
+
+def test_a_minimal_ray_has_no_dashboard_agent_module_that_the_head_skips() -> None:
+    # minimal_dashboard_agent skips the agent's search for its modules, whose only outcome
+    # on a minimal Ray is the modules that declare themselves minimal: that must be none.
+    proc = _python(MINIMAL_AGENT_MODULES)
+    assert proc.returncode == 0, proc.stderr
+    minimal, modules = proc.stdout.strip().splitlines()[-2:]
+    if minimal == "True":
+        assert modules == "[]"
+
+
+def test_the_heads_dashboard_agent_skips_the_module_search_and_runs() -> None:
+    code = """
+import glob, os, sys
+import ray
+from plangraph.runtime import ray_session
+ray_session.ensure_ray()
+logs = ray._private.worker._global_node.get_logs_dir_path()
+ray_session.shutdown_ray()
+text = open(os.path.join(logs, "dashboard_agent.log")).read()
+minimal = ray._private.utils.get_dashboard_dependency_error() is not None
+print(minimal, "Loaded 0 modules" in text, "cannot be loaded" in text)
+"""
+    proc = _python(code)
+    assert proc.returncode == 0, proc.stderr
+    minimal, loaded_none, searched = proc.stdout.split()[-3:]
+    if minimal == "True":  # with the dashboard's packages, Ray's agent runs unchanged
+        assert (loaded_none, searched) == ("True", "False")

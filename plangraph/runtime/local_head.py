@@ -251,12 +251,35 @@ def _head_node_class() -> type:
     own start and the driver's imports; the head process has Ray imported already and waits
     on its pipe once the node is up. No worker exists before then, and the monitor reads
     every log file from its first byte, so starting it then loses no output.
+
+    The raylet starts the dashboard agent through ``minimal_dashboard_agent`` (see there),
+    which Ray's own command builder lets a memory profiler wrap the same way; with such a
+    profiler configured, the agent starts as Ray starts it.
     """
     import ray._private.node
+    from ray._private import ray_constants, services
+
+    build_command = services._build_python_executable_command_memory_profileable
+
+    def agent_command(component: str, session_dir: str, unbuffered: bool = True) -> list[str]:
+        command = list(build_command(component, session_dir, unbuffered))
+        if component == ray_constants.PROCESS_TYPE_DASHBOARD_AGENT and command == [
+            sys.executable,
+            "-u",
+        ]:
+            command.append(str(Path(__file__).with_name("minimal_dashboard_agent.py")))
+        return command
 
     class HeadNode(ray._private.node.Node):  # type: ignore[misc]
         def start_api_server(self, *, include_dashboard: Any, raise_on_failure: Any) -> None:
             self._webui_url = None
+
+        def start_raylet(self, *args: Any, **kwargs: Any) -> None:
+            services._build_python_executable_command_memory_profileable = agent_command
+            try:
+                super().start_raylet(*args, **kwargs)
+            finally:
+                services._build_python_executable_command_memory_profileable = build_command
 
         def start_log_monitor(self) -> None:
             pass  # started by start_log_monitor_thread once the node is up
