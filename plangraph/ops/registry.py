@@ -67,6 +67,8 @@ class OpParams(BaseModel):
     """Base class of operator ``Params`` models: frozen, unknown keys rejected, numbers
     finite (NaN and Infinity are rejected: no param means either)."""
 
+    # Every plangraph model is built (its validator made) on first use, not at import: a
+    # plan pays only for the operators it uses (about 0.05 s of each `plangraph validate`).
     model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid", allow_inf_nan=False)
 
 
