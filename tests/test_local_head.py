@@ -391,3 +391,39 @@ print(minimal, "Loaded 0 modules" in text, "cannot be loaded" in text)
     minimal, loaded_none, searched = proc.stdout.split()[-3:]
     if minimal == "True":  # with the dashboard's packages, Ray's agent runs unchanged
         assert (loaded_none, searched) == ("True", "False")
+
+
+def test_preloaded_workers_run_numpys_blas_on_one_thread_as_ray_would() -> None:
+    # The head's workers import numpy before Ray sets OMP_NUM_THREADS for their actor
+    # (plangraph.rl.worker_preload); numpy's BLAS must still get the one thread that Ray
+    # gives an actor without CPUs, not one per core.
+    code = """
+import ctypes
+import ray
+from plangraph.runtime import ray_session
+
+ray_session.ensure_ray()
+
+@ray.remote(num_cpus=0)
+class Probe:
+    def blas_threads(self):
+        import os, sys
+        preloaded = "plangraph.rl.rollout_worker" in sys.modules
+        omp = os.environ.get("OMP_NUM_THREADS")
+        libs = sorted({l.split()[-1] for l in open("/proc/self/maps") if "openblas" in l})
+        get = None
+        if libs:
+            lib = ctypes.CDLL(libs[0])
+            get = getattr(lib, "scipy_openblas_get_num_threads64_", None) or getattr(
+                lib, "openblas_get_num_threads", None)
+        return (get() if get else None), preloaded, omp
+
+print(ray.get(Probe.remote().blas_threads.remote()))
+ray_session.shutdown_ray()
+"""
+    proc = _python(code)
+    assert proc.returncode == 0, proc.stderr
+    threads, preloaded, omp = eval(proc.stdout.strip().splitlines()[-1])
+    assert preloaded and omp == "1"  # preloaded; Ray set the variable for the actor
+    if threads is not None:  # a numpy whose BLAS is OpenBLAS
+        assert threads == 1

@@ -73,8 +73,9 @@ SYSTEM_CONFIG = {
     # rollout worker actors, whose creation imports the rollout worker's modules (numpy,
     # gymnasium, the policy configs: about 0.4 s of CPU each) while the driver waits for
     # the first sample. Ray's own switch has every Python worker import them before it
-    # accepts work; a worker that cannot import them logs why and works as before.
-    "preload_python_modules": ["plangraph.rl.rollout_worker"],
+    # accepts work (with numpy's BLAS on one thread: see worker_preload); a worker that
+    # cannot import them logs why and works as before.
+    "preload_python_modules": ["plangraph.rl.worker_preload"],
 }
 """Ray system config of the head node (``_system_config``; the whole cluster reads it)."""
 
