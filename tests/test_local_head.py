@@ -376,7 +376,7 @@ def test_a_minimal_ray_has_no_dashboard_agent_module_that_the_head_skips() -> No
 
 def test_the_heads_dashboard_agent_skips_the_module_search_and_runs() -> None:
     code = """
-import glob, os, sys
+import os
 import ray
 from plangraph.runtime import ray_session
 ray_session.ensure_ray()
@@ -398,7 +398,7 @@ def test_preloaded_workers_run_numpys_blas_on_one_thread_as_ray_would() -> None:
     # (plangraph.rl.worker_preload); numpy's BLAS must still get the one thread that Ray
     # gives an actor without CPUs, not one per core.
     code = """
-import ctypes
+import ctypes, json
 import ray
 from plangraph.runtime import ray_session
 
@@ -418,12 +418,12 @@ class Probe:
                 lib, "openblas_get_num_threads", None)
         return (get() if get else None), preloaded, omp
 
-print(ray.get(Probe.remote().blas_threads.remote()))
+print(json.dumps(ray.get(Probe.remote().blas_threads.remote())))
 ray_session.shutdown_ray()
 """
     proc = _python(code)
     assert proc.returncode == 0, proc.stderr
-    threads, preloaded, omp = eval(proc.stdout.strip().splitlines()[-1])
+    threads, preloaded, omp = json.loads(proc.stdout.strip().splitlines()[-1])
     assert preloaded and omp == "1"  # preloaded; Ray set the variable for the actor
     if threads is not None:  # a numpy whose BLAS is OpenBLAS
         assert threads == 1
