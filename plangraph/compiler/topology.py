@@ -56,7 +56,7 @@ class Topology:
     _nodes: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)
     _succ: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict, repr=False)
     _pred: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict, repr=False)
-    _graph: Any = field(default=None, repr=False)
+    _graph: nx.DiGraph | None = field(default=None, repr=False)
 
     @classmethod
     def build(cls, nodes: Mapping[str, tuple[str, Sequence[str]]]) -> Topology:
@@ -145,9 +145,9 @@ class Topology:
         """``node_ids`` in declaration order (the tie-break of every query here)."""
         return tuple(sorted(node_ids, key=self._rank.__getitem__))
 
-    def kahn_order(self) -> tuple[str, ...]:
-        """Kahn's algorithm, ties broken by declaration order; nodes on or after a cycle
-        go last, in declaration order."""
+    def _kahn(self) -> list[str]:
+        """The nodes Kahn's algorithm takes, ties broken by declaration order: every node
+        but those on or after a cycle."""
         indeg = {n: len(p) for n, p in self._pred.items()}
         heap = [(self._rank[n], n) for n, d in indeg.items() if d == 0]
         heapq.heapify(heap)
@@ -159,22 +159,18 @@ class Topology:
                 indeg[m] -= 1
                 if indeg[m] == 0:
                     heapq.heappush(heap, (self._rank[m], m))
+        return order
+
+    def kahn_order(self) -> tuple[str, ...]:
+        """Kahn's algorithm, ties broken by declaration order; nodes on or after a cycle
+        go last, in declaration order."""
+        order = self._kahn()
         done = set(order)
         return (*order, *(n for n in self._rank if n not in done))
 
     def is_acyclic(self) -> bool:
         """No cycle (a self-loop counts): Kahn's algorithm takes every node."""
-        indeg = {n: len(p) for n, p in self._pred.items()}
-        ready = [n for n, d in indeg.items() if d == 0]
-        taken = 0
-        while ready:
-            n = ready.pop()
-            taken += 1
-            for m in self._succ[n]:
-                indeg[m] -= 1
-                if indeg[m] == 0:
-                    ready.append(m)
-        return taken == len(self._nodes)
+        return len(self._kahn()) == len(self._nodes)
 
     def topological_order(self) -> tuple[str, ...]:
         """Every node id, inputs before users (see :meth:`kahn_order`); the order the
