@@ -121,3 +121,23 @@ def test_run_log_without_tensorboard_still_writes_csv(tmp_path: Path) -> None:
         log.write({"iteration": 1})
     assert rows(tmp_path) == (["iteration"], [{"iteration": "1"}])
     assert not list(tmp_path.glob("events.out.tfevents.*"))
+
+
+def test_tensorboard_events_hold_every_tags_scalar_per_iteration(tmp_path: Path) -> None:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from plangraph.runtime.run_log import TensorBoardEvents
+
+    events = TensorBoardEvents(tmp_path)
+    events.write({"rollout/episode_return_mean": 21.5, "learner/kl": 0.1}, step=64)
+    events.write({"rollout/episode_return_mean": 40.25}, step=128)
+    (event_file,) = tmp_path.glob("events.out.tfevents.*")
+    # Flushed as written: a live TensorBoard sees both iterations before close().
+    acc = EventAccumulator(str(event_file))
+    acc.Reload()
+    returns = acc.Scalars("rollout/episode_return_mean")
+    assert [(e.step, e.value) for e in returns] == [(64, 21.5), (128, 40.25)]
+    assert [(e.step, e.value) for e in acc.Scalars("learner/kl")] == [
+        (64, pytest.approx(0.1, rel=1e-7))  # float32, as TensorBoard stores scalars
+    ]
+    events.close()
