@@ -26,9 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from plangraph.rl.tanh import Tanh, tanh
-
-_ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": Tanh, "relu": nn.ReLU}
+_ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU}
 
 
 def mlp(
@@ -70,7 +68,7 @@ def mlp_forward(net: nn.Sequential, x: torch.Tensor) -> torch.Tensor:
         if isinstance(layer, nn.Linear):
             x = F.linear(x, layer.weight, layer.bias)
         elif isinstance(layer, nn.Tanh):
-            x = tanh(x)
+            x = torch.tanh(x)
         else:
             x = torch.relu(x)
     return x
