@@ -91,8 +91,8 @@ class TensorBoardEvents:
 
     def write(self, tags: Mapping[str, float], step: int) -> None:
         """Record ``tags`` (name -> value) at ``step`` (env steps sampled)."""
-        value = self._summary.Value
-        summary = self._summary(value=[value(tag=k, simple_value=v) for k, v in tags.items()])
+        values = [self._summary.Value(tag=k, simple_value=float(v)) for k, v in tags.items()]
+        summary = self._summary(value=values)
         self._writer.add_event(self._event(wall_time=time.time(), step=step, summary=summary))
         self._writer.flush()
 
