@@ -130,8 +130,8 @@ def test_tensorboard_events_hold_every_tags_scalar_per_iteration(tmp_path: Path)
     from plangraph.runtime.run_log import TensorBoardEvents
 
     events = TensorBoardEvents(tmp_path)
-    events.write({"rollout/episode_return_mean": 21.5, "learner/kl": 0.1}, step=64)
-    events.write({"rollout/episode_return_mean": np.float32(40.25)}, step=128)  # numpy too
+    events.log({"rollout/episode_return_mean": 21.5, "learner/kl": 0.1}, step=64)
+    events.log({"rollout/episode_return_mean": np.float32(40.25)}, step=128)  # numpy too
     (event_file,) = tmp_path.glob("events.out.tfevents.*")
     # Flushed as written: a live TensorBoard sees both iterations before close().
     acc = EventAccumulator(str(event_file))

@@ -70,9 +70,10 @@ def result_step(result: Mapping[str, Any]) -> int:
 
 
 class TensorBoardEvents:
-    """A TensorBoard event file in ``run_dir`` (``events.out.tfevents.*``, written by
-    TensorBoard's own ``EventFileWriter``): one event per iteration holding every tag's
-    scalar (``simple_value``, float32), flushed at once so a live TensorBoard sees it.
+    """The ``MetricLogger`` of a TensorBoard event file in ``run_dir``
+    (``events.out.tfevents.*``, written by TensorBoard's own ``EventFileWriter``): one
+    event per iteration holding every tag's scalar (``simple_value``, float32), flushed at
+    once so a live TensorBoard sees it.
 
     One event with all of an iteration's scalars, not one per scalar as torch's
     ``SummaryWriter.add_scalar`` writes them: TensorBoard reads both alike, and
@@ -89,7 +90,7 @@ class TensorBoardEvents:
         self._event, self._summary = Event, Summary
         self._writer = EventFileWriter(str(run_dir))
 
-    def write(self, tags: Mapping[str, float], step: int) -> None:
+    def log(self, tags: Mapping[str, float], step: int) -> None:
         """Record ``tags`` (name -> value) at ``step`` (env steps sampled)."""
         values = [self._summary.Value(tag=k, simple_value=float(v)) for k, v in tags.items()]
         summary = self._summary(value=values)
@@ -118,8 +119,9 @@ class RunLog:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self._jsonl = (self.run_dir / "result.jsonl").open("a", encoding="utf-8")
         self._csv = ProgressCsv(self.run_dir)
-        self._loggers = list(loggers)
-        self._tb = TensorBoardEvents(self.run_dir) if tensorboard else None
+        # TensorBoard first, as before the --logger loggers.
+        self._loggers: list[MetricLogger] = [TensorBoardEvents(self.run_dir)] if tensorboard else []
+        self._loggers += loggers
 
     def write(self, result: Result) -> None:
         """Append ``result`` as one JSON line and one CSV row, and its numeric leaves under
@@ -128,19 +130,15 @@ class RunLog:
         self._jsonl.write(json.dumps(_jsonable(result), sort_keys=True) + "\n")
         self._jsonl.flush()
         self._csv.write(result)
-        if self._tb is None and not self._loggers:
+        if not self._loggers:
             return
         step, tags = result_step(result), metric_tags(result)
-        if self._tb is not None:
-            self._tb.write(tags, step)
         for logger in self._loggers:
             logger.log(tags, step)
 
     def close(self) -> None:
         self._jsonl.close()
         self._csv.close()
-        if self._tb is not None:
-            self._tb.close()
         for logger in self._loggers:
             logger.close()
 
