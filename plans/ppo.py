@@ -7,9 +7,11 @@ Bulk-sync rollouts concatenated into train batches of ``train_batch_size`` env s
             .for_each(TrainOneStep(workers, num_sgd_iter, sgd_minibatch_size))
 
 Settings (tuned for CartPole-v1 with 2 rollout workers; ``tools/train_all.py`` prints the
-learning table): batches of 1024 env steps, 10 epochs of 256-row minibatches, gamma 0.98
-and GAE lambda 0.8 (lower-variance advantages, as the RL Zoo's CartPole PPO), lr 2e-3
-annealed linearly to 0 over 150k env steps so the policy settles once it balances.
+learning table): batches of 1024 env steps, 6 epochs of 256-row minibatches, gamma 0.98
+(as the RL Zoo's CartPole PPO) and GAE lambda 0.9, lr 3e-3 annealed linearly to 0 over
+150k env steps so the policy settles once it balances. Against 10 epochs at lr 2e-3 and
+GAE lambda 0.8 (the RL Zoo's), over seeds 0-29: the same 30/30 solved, median env steps
+66,560 -> 63,488, and 40 -> 24 Adam steps per batch (training time 4.4 -> 3.5 s, medians).
 """
 
 from plangraph import Plan, PlanConfig
@@ -27,13 +29,13 @@ cfg = PlanConfig(
     num_envs_per_worker=8,
     rollout_fragment_length=64,  # 2 x 8 x 64 = 1024 env steps per rollout item
     train_batch_size=1024,  # env steps per train batch
-    num_sgd_iter=10,  # epochs per train batch
-    sgd_minibatch_size=256,  # rows per minibatch: 40 Adam steps per batch
-    lr=2e-3,  # at env step 0, annealed linearly ...
+    num_sgd_iter=6,  # epochs per train batch
+    sgd_minibatch_size=256,  # rows per minibatch: 24 Adam steps per batch
+    lr=3e-3,  # at env step 0, annealed linearly ...
     lr_final=0.0,  # ... to this
     lr_anneal_steps=150_000,  # ... at this many env steps sampled, then held
     gamma=0.98,
-    gae_lambda=0.8,
+    gae_lambda=0.9,
     clip_param=0.2,
     entropy_coeff=0.0,
     vf_loss_coeff=0.5,

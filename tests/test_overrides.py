@@ -16,7 +16,7 @@ PPO = ROOT / "plans" / "ppo.json"
 
 def test_a_node_param_path_changes_the_compiled_plan() -> None:
     base = plangraph.compile(PPO)
-    assert base.nodes["train"].params.num_sgd_iter == 10
+    assert base.nodes["train"].params.num_sgd_iter == 6
     for key in (
         "nodes.train.num_sgd_iter",
         "train.num_sgd_iter",
