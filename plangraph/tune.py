@@ -166,7 +166,17 @@ def _train_trial(
                 algo.restore(AlgoCheckpoint.load(Path(path)))
         else:
             _write_run_files(
-                run_dir, compiled, source, env, num_workers, seed, overrides, stop, modules
+                run_dir,
+                compiled,
+                source,
+                env,
+                num_workers,
+                seed,
+                overrides,
+                stop,
+                modules,
+                checkpoint_every=checkpoint_every,
+                tensorboard=tensorboard,
             )
 
         def report(result: Mapping[str, Any], *, checkpoint: bool) -> None:
@@ -179,7 +189,9 @@ def _train_trial(
                 tune.report(headline_first(result), checkpoint=ckpt)
 
         loop = TrainingLoop(algo.train, criteria, max_iterations=max_iterations)
-        with RunLog(run_dir, tensorboard=tensorboard) as log:
+        # A trial Tune restored runs the iterations after its checkpoint again.
+        resumed = algo.iteration if restored is not None else None
+        with RunLog(run_dir, tensorboard=tensorboard, resume_iteration=resumed) as log:
             pending = None
             for result in loop:
                 log.write(result)
@@ -217,6 +229,9 @@ def _write_run_files(
     overrides: Mapping[str, Any],
     stop: Mapping[str, float],
     imports: Sequence[str] = (),
+    *,
+    checkpoint_every: int = 10,
+    tensorboard: bool = True,
 ) -> None:
     """``run.json``, ``plan.source.json`` and ``plan.json`` as ``plangraph run`` writes
     them, so ``plangraph plot``/``profile`` and ``run --resume`` read a trial directory."""
@@ -230,6 +245,8 @@ def _write_run_files(
         overrides=json.loads(json.dumps(dict(overrides))),
         stop={k: float(v) for k, v in stop.items()},
         imports=list(imports),
+        checkpoint_every=checkpoint_every,
+        tensorboard=tensorboard,
     )
     text = json.dumps(record.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
     (run_dir / RUN_ARGS_FILE).write_text(text, encoding="utf-8")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -142,3 +143,42 @@ def test_tensorboard_events_hold_every_tags_scalar_per_iteration(tmp_path: Path)
         (64, pytest.approx(0.1, rel=1e-7))  # float32, as TensorBoard stores scalars
     ]
     events.close()
+
+
+def test_a_resumed_run_log_drops_the_rows_after_its_checkpoint(tmp_path: Path) -> None:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    def result(iteration: int, ret: float) -> dict[str, float]:
+        return {"iteration": iteration, "num_env_steps_sampled": 64 * iteration, "x": ret}
+
+    with RunLog(tmp_path) as log:  # a run that crashed after iteration 3, checkpoint at 2
+        for i in (1, 2, 3):
+            log.write(result(i, 10.0 * i))
+    # Event files sort by their name's second, then a per-process counter compared as
+    # text: a resumed run is a later process, so its file comes later; here, wait.
+    time.sleep(1.1)
+    with RunLog(tmp_path, resume_iteration=2) as log:
+        assert log.dropped == 1
+        log.write(result(3, 99.0))
+    lines = (tmp_path / "result.jsonl").read_text().splitlines()
+    assert [(r["iteration"], r["x"]) for r in map(json.loads, lines)] == [
+        (1, 10.0),
+        (2, 20.0),
+        (3, 99.0),
+    ]
+    assert [(r["iteration"], r["x"]) for r in rows(tmp_path)[1]] == [
+        ("1", "10.0"),
+        ("2", "20.0"),
+        ("3", "99.0"),
+    ]
+    # TensorBoard reads both event files; the restart marker drops the stale step 192.
+    acc = EventAccumulator(str(tmp_path))
+    acc.Reload()
+    assert [(e.step, e.value) for e in acc.Scalars("misc/x")] == [
+        (64, 10.0),
+        (128, 20.0),
+        (192, 99.0),
+    ]
+    # Nothing after the checkpoint: nothing dropped, no marker.
+    with RunLog(tmp_path, resume_iteration=3) as log:
+        assert log.dropped == 0

@@ -87,6 +87,37 @@ def test_run_writes_logs_checkpoints_and_resumes_in_a_new_process(tmp_path: Path
     assert [r["iteration"] for r in results(run_dir)] == [1, 2, 3, 4, 5, 6, 7]
 
 
+def test_a_crashed_run_resumes_with_its_settings_and_logs_each_iteration_once(
+    tmp_path: Path,
+) -> None:
+    import csv
+    import shutil
+
+    run_dir = tmp_path / "run"
+    first = plangraph(
+        "run", str(PLAN), *SMALL, "--max-iterations", "3", "--out", str(run_dir),
+        "--checkpoint-every", "2", "--no-tensorboard", "--no-progress", cwd=tmp_path,
+    )  # fmt: skip
+    assert first.returncode == 0, first.stderr
+    saved = json.loads((run_dir / "run.json").read_text())
+    assert (saved["checkpoint_every"], saved["tensorboard"]) == (2, False)
+    # A crash after iteration 3 was logged, before its checkpoint: the newest is iter 2.
+    shutil.rmtree(run_dir / "checkpoints" / "iter_000003")
+    second = plangraph(
+        "run", "--resume", str(run_dir), "--max-iterations", "5", "--no-progress",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert second.returncode == 0, second.stderr
+    assert "dropped 1 logged iteration(s) after iteration 2" in second.stderr
+    assert [r["iteration"] for r in results(run_dir)] == [1, 2, 3, 4, 5]
+    with (run_dir / "progress.csv").open(newline="") as f:
+        assert [row["iteration"] for row in csv.DictReader(f)] == ["1", "2", "3", "4", "5"]
+    # run.json's settings held: a checkpoint every 2 iterations, no TensorBoard.
+    ckpts = sorted(p.name for p in (run_dir / "checkpoints").glob("iter_*"))
+    assert ckpts == ["iter_000002", "iter_000004", "iter_000005"]
+    assert not list(run_dir.glob("events.out.tfevents.*"))
+
+
 def test_run_refuses_a_broken_plan_without_traceback(tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
     plan = json.loads(PLAN.read_text())

@@ -61,7 +61,10 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, help="run directory (default: runs/<plan>-<env>-<time>)")
     p.add_argument("--resume", type=Path, metavar="DIR", help="continue the run in DIR")
     p.add_argument(
-        "--checkpoint-every", type=int, default=10, metavar="K", help="checkpoint every K iters"
+        "--checkpoint-every",
+        type=int,
+        metavar="K",
+        help="checkpoint every K iterations (default 10; 0: only at the end)",
     )
     p.add_argument(
         "--evaluation-interval",
@@ -91,7 +94,11 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     )
     p.add_argument("--max-iterations", type=int, help="stop after this many iterations")
     p.add_argument("--no-progress", action="store_true", help="plain log lines, no progress bar")
-    p.add_argument("--no-tensorboard", action="store_true", help="skip TensorBoard event files")
+    p.add_argument(
+        "--tensorboard",
+        action=argparse.BooleanOptionalAction,
+        help="write TensorBoard event files (default; --no-tensorboard skips them)",
+    )
     p.add_argument(
         "--logger",
         dest="loggers",
@@ -139,6 +146,8 @@ class _Launch:
     evaluation_episodes: int
     keep_checkpoints: int  # newest checkpoints kept, plus the best (0: all)
     checkpoint_score: str  # the result key that ranks checkpoints
+    checkpoint_every: int  # iterations between checkpoints (0: only at the end)
+    tensorboard: bool  # write TensorBoard event files
 
 
 def _option_problem(args: argparse.Namespace) -> str | None:
@@ -151,7 +160,7 @@ def _option_problem(args: argparse.Namespace) -> str | None:
         return f"--num-workers {args.num_workers}: num_workers: Input should be >= 0"
     if not 0 <= args.seed <= MAX_SEED:
         return f"--seed {args.seed}: the seed must be an integer in [0, 2**63 - 1]"
-    if args.checkpoint_every < 0:
+    if args.checkpoint_every is not None and args.checkpoint_every < 0:
         return f"--checkpoint-every {args.checkpoint_every}: must be >= 0 (0: only at the end)"
     if args.max_iterations is not None and args.max_iterations < 1:
         return f"--max-iterations {args.max_iterations}: must be >= 1"
@@ -241,6 +250,14 @@ def _prepare(args: argparse.Namespace) -> _Launch | int:
             "--stop evaluation/...: the run does not evaluate; add --evaluation-interval K"
         )
     keep = _pick(args.keep_checkpoints, saved.keep_checkpoints if saved else None, 3)
+    every = _pick(args.checkpoint_every, saved.checkpoint_every if saved else None, 10)
+    tensorboard = (
+        args.tensorboard
+        if args.tensorboard is not None
+        else saved.tensorboard
+        if saved is not None
+        else True
+    )
     score = args.checkpoint_score or (saved.checkpoint_score if saved else None)
     if score is None:
         score = "evaluation/episode_return_mean" if interval else "episode_return_mean"
@@ -375,6 +392,8 @@ def _prepare(args: argparse.Namespace) -> _Launch | int:
         evaluation_episodes=episodes,
         keep_checkpoints=keep,
         checkpoint_score=score,
+        checkpoint_every=every,
+        tensorboard=tensorboard,
     )
 
 
@@ -490,15 +509,16 @@ def _train(launch: _Launch, args: argparse.Namespace) -> int:
                 algo,
                 launch.stop,
                 run_dir,
-                checkpoint_every=args.checkpoint_every,
+                checkpoint_every=launch.checkpoint_every,
                 show_progress=not args.no_progress and console.is_terminal,
-                tensorboard=not args.no_tensorboard,
+                tensorboard=launch.tensorboard,
                 max_iterations=args.max_iterations,
                 console=console,
                 retention=Retention.load(
                     run_dir, keep=launch.keep_checkpoints, metric=launch.checkpoint_score
                 ),
                 loggers=_make_loggers(launch, args),
+                resume_iteration=algo.iteration if args.resume is not None else None,
             )
         except BaseException:
             if fresh:
@@ -580,6 +600,8 @@ def _write_run_files(launch: _Launch, algo: Any) -> None:
         evaluation_episodes=launch.evaluation_episodes,
         keep_checkpoints=launch.keep_checkpoints,
         checkpoint_score=launch.checkpoint_score,
+        checkpoint_every=launch.checkpoint_every,
+        tensorboard=launch.tensorboard,
     )
     text = json.dumps(record.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
     (run_dir / RUN_ARGS_FILE).write_text(text, encoding="utf-8")

@@ -24,8 +24,9 @@ MAX_SEED = 2**63 - 1
 
 class RunArgs(BaseModel):
     """The contents of ``run.json`` (all keys required but ``no_pass``, ``imports``,
-    ``evaluation_*``, ``keep_checkpoints`` and ``checkpoint_score``, which older runs lack;
-    ``--resume`` fills in the rest of its command line from them)."""
+    ``evaluation_*``, ``keep_checkpoints``, ``checkpoint_score``, ``checkpoint_every`` and
+    ``tensorboard``, which older runs lack; ``--resume`` fills in the rest of its command
+    line from them)."""
 
     model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid", strict=True)
 
@@ -47,6 +48,10 @@ class RunArgs(BaseModel):
     evaluation_episodes: int = Field(10, ge=1, description="episodes per evaluation")
     keep_checkpoints: int = Field(3, ge=0, description="newest checkpoints kept (0: all)")
     checkpoint_score: str | None = Field(None, description="result key ranking checkpoints")
+    checkpoint_every: int = Field(
+        10, ge=0, description="iterations between checkpoints (0: only at the end)"
+    )
+    tensorboard: bool = Field(True, description="TensorBoard event files written")
 
 
 def read_run_args(run_dir: Path) -> RunArgs:

@@ -14,6 +14,8 @@ Layout of a run directory (``plangraph run --out DIR``)::
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import math
 import time
@@ -22,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from plangraph.runtime.metric_tags import metric_tags
-from plangraph.runtime.progress_csv import ProgressCsv
+from plangraph.runtime.progress_csv import PROGRESS_FILE, ProgressCsv
 
 if TYPE_CHECKING:
     from plangraph.runtime.result import Result
@@ -81,14 +83,21 @@ class TensorBoardEvents:
     tags (0.5 ms this way).
     """
 
-    def __init__(self, run_dir: Path) -> None:
+    def __init__(self, run_dir: Path, *, purge_step: int | None = None) -> None:
+        """``purge_step``: TensorBoard drops the run's earlier events at steps >= it (a
+        ``SessionLog.START`` restart marker, as torch's ``SummaryWriter(purge_step=...)``
+        writes one): the iterations a resumed run logged after its checkpoint."""
         # Imported here (about 0.15 s), so that a run without TensorBoard does not pay.
-        from tensorboard.compat.proto.event_pb2 import Event
+        from tensorboard.compat.proto.event_pb2 import Event, SessionLog
         from tensorboard.compat.proto.summary_pb2 import Summary
         from tensorboard.summary.writer.event_file_writer import EventFileWriter
 
         self._event, self._summary = Event, Summary
         self._writer = EventFileWriter(str(run_dir))
+        if purge_step is not None:
+            start = SessionLog(status=SessionLog.START)
+            self._writer.add_event(Event(wall_time=time.time(), step=purge_step, session_log=start))
+            self._writer.flush()
 
     def log(self, tags: Mapping[str, float], step: int) -> None:
         """Record ``tags`` (name -> value) at ``step`` (env steps sampled)."""
@@ -105,7 +114,13 @@ class RunLog:
     """Appends each iteration's result to ``result.jsonl``, ``progress.csv``, TensorBoard
     event files and ``loggers``; ``close`` closes them all.
 
-    Re-opening a run directory (``--resume``) appends; earlier lines are kept.
+    Re-opening a run directory appends; earlier lines are kept. A run resumed from the
+    checkpoint of iteration ``resume_iteration`` (``--resume``; 0: no checkpoint, from
+    scratch) runs the iterations after it again, so the rows logged after it (by a run
+    that crashed or was killed before its next checkpoint) are dropped first:
+    ``result.jsonl`` and ``progress.csv`` are cut (``cut_results_after``; ``dropped``
+    counts them) and TensorBoard gets a restart marker at the first step after the
+    checkpoint's. ``loggers`` (MLflow, W&B) keep what they were sent.
     """
 
     def __init__(
@@ -114,13 +129,21 @@ class RunLog:
         *,
         tensorboard: bool = True,
         loggers: Sequence[MetricLogger] = (),
+        resume_iteration: int | None = None,
     ) -> None:
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.dropped, purge_step = 0, None
+        if resume_iteration is not None:
+            self.dropped, kept_step = cut_results_after(self.run_dir, resume_iteration)
+            if self.dropped:
+                purge_step = 0 if kept_step is None else kept_step + 1
         self._jsonl = (self.run_dir / "result.jsonl").open("a", encoding="utf-8")
         self._csv = ProgressCsv(self.run_dir)
         # TensorBoard first, as before the --logger loggers.
-        self._loggers: list[MetricLogger] = [TensorBoardEvents(self.run_dir)] if tensorboard else []
+        self._loggers: list[MetricLogger] = (
+            [TensorBoardEvents(self.run_dir, purge_step=purge_step)] if tensorboard else []
+        )
         self._loggers += loggers
 
     def write(self, result: Result) -> None:
@@ -147,6 +170,54 @@ class RunLog:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def cut_results_after(run_dir: Path, iteration: int) -> tuple[int, int | None]:
+    """Drop the rows of iterations after ``iteration`` from ``run_dir/result.jsonl`` and
+    ``progress.csv`` (each file rewritten whole, then renamed over the old one, so a crash
+    leaves either version); rows without an ``iteration`` are kept.
+
+    Returns:
+        ``(rows dropped from result.jsonl, num_env_steps_sampled of its last kept row or
+        None)``: the step where a resumed run's TensorBoard curve continues.
+
+    Raises:
+        ValueError: a line of ``result.jsonl`` is not JSON.
+    """
+    dropped, kept_step = 0, None
+    path = Path(run_dir) / "result.jsonl"
+    if path.is_file():
+        kept: list[str] = []
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if not line:
+                continue
+            row = json.loads(line)
+            if int(row.get("iteration", 0)) > iteration:
+                dropped += 1
+                continue
+            kept.append(line + "\n")
+            kept_step = result_step(row)
+        if dropped:
+            _replace(path, "".join(kept))
+    csv_path = Path(run_dir) / PROGRESS_FILE
+    if csv_path.is_file():
+        with csv_path.open(newline="", encoding="utf-8") as f:
+            reader = csv.DictReader(f)
+            rows, header = list(reader), list(reader.fieldnames or [])
+        keep = [r for r in rows if not r.get("iteration") or int(r["iteration"]) <= iteration]
+        if "iteration" in header and len(keep) < len(rows):
+            out = io.StringIO(newline="")
+            writer = csv.DictWriter(out, fieldnames=header, restval="")
+            writer.writeheader()
+            writer.writerows(keep)
+            _replace(csv_path, out.getvalue())
+    return dropped, kept_step
+
+
+def _replace(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8", newline="")
+    tmp.replace(path)
 
 
 def read_results(run_dir: Path) -> list[Result]:

@@ -133,6 +133,7 @@ def train_until(
     console: Console | None = None,
     retention: Retention | None = None,
     loggers: Sequence[MetricLogger] = (),
+    resume_iteration: int | None = None,
 ) -> RunSummary:
     """Call ``algo.train()`` until ``stop`` is met (or ``max_iterations``, or Ctrl-C).
 
@@ -144,6 +145,10 @@ def train_until(
     stops at once and checkpoints the state as it is; further ones are ignored while that
     checkpoint is written). After each, ``retention`` (default: keep all) deletes the
     checkpoints it does not keep (``plangraph.runtime.retention``).
+
+    ``resume_iteration``: ``algo`` was restored from the checkpoint of that iteration (0:
+    a resumed run without one); the rows ``run_dir``'s logs hold after it are dropped
+    first, with a note on ``console`` (``RunLog``).
     """
     from rich.console import Console
     from rich.progress import Progress
@@ -172,6 +177,7 @@ def train_until(
             started=started,
             retention=retention,
             loggers=loggers,
+            resume_iteration=resume_iteration,
         )
 
 
@@ -189,6 +195,7 @@ def _train_until(
     started: float,
     retention: Retention | None,
     loggers: Sequence[MetricLogger] = (),
+    resume_iteration: int | None = None,
 ) -> RunSummary:
     """``train_until``'s loop, called with Ctrl-C ignored outside ``_graceful_sigint``."""
     last_saved = -1
@@ -203,10 +210,20 @@ def _train_until(
         return path
 
     with (
-        RunLog(run_dir, tensorboard=tensorboard, loggers=loggers) as log,
+        RunLog(
+            run_dir, tensorboard=tensorboard, loggers=loggers, resume_iteration=resume_iteration
+        ) as log,
         progress,
         _graceful_sigint(console) as stop_requested,
     ):
+        if log.dropped:
+            console.print(
+                f"dropped {log.dropped} logged iteration(s) after iteration {resume_iteration} "
+                "from result.jsonl, progress.csv and TensorBoard: they ran after the last "
+                "checkpoint and run again from it",
+                highlight=False,
+                soft_wrap=True,
+            )
         task = progress.add_task(
             "train", total=1000, iteration=0, steps="0", ret="-", eval="-", sps="-", eta="-"
         )
