@@ -92,7 +92,12 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         help="result key that ranks checkpoints, higher is better (default: "
         "evaluation/episode_return_mean when evaluating, else episode_return_mean)",
     )
-    p.add_argument("--max-iterations", type=int, help="stop after this many iterations")
+    p.add_argument(
+        "--max-iterations",
+        type=int,
+        metavar="N",
+        help="stop once the run has N iterations in all (a resumed run counts its earlier ones)",
+    )
     p.add_argument("--no-progress", action="store_true", help="plain log lines, no progress bar")
     p.add_argument(
         "--tensorboard",
