@@ -182,3 +182,8 @@ def test_a_resumed_run_log_drops_the_rows_after_its_checkpoint(tmp_path: Path) -
     # Nothing after the checkpoint: nothing dropped, no marker.
     with RunLog(tmp_path, resume_iteration=3) as log:
         assert log.dropped == 0
+    # A resumed run without a checkpoint starts from scratch: every row goes.
+    with RunLog(tmp_path, tensorboard=False, resume_iteration=0) as log:
+        assert log.dropped == 3
+    assert (tmp_path / "result.jsonl").read_text() == ""
+    assert rows(tmp_path)[1] == []
