@@ -50,12 +50,39 @@ def test_unknown_spaces_are_none(env_id: str) -> None:
 def test_validate_creates_the_env_once_then_reads_the_cache(tmp_path: Path) -> None:
     # never torch or ray; gymnasium only while the cache is cold
     assert _probe(tmp_path) == "0 True False False"
-    data = json.loads((tmp_path / "env_spaces.json").read_text())
+    (cache,) = tmp_path.glob("env_spaces-*.json")
+    data = json.loads(cache.read_text())
     assert data["envs"]["CartPole-v1"]["action"]["kind"] == "Discrete"
     assert _probe(tmp_path) == "0 False False False"
 
 
 def test_a_broken_cache_is_ignored_and_rewritten(tmp_path: Path) -> None:
-    (tmp_path / "env_spaces.json").write_text("{not json")
+    assert _probe(tmp_path) == "0 True False False"
+    (cache,) = tmp_path.glob("env_spaces-*.json")
+    cache.write_text("{not json")
     assert _probe(tmp_path) == "0 True False False"
     assert _probe(tmp_path) == "0 False False False"
+
+
+def test_each_gymnasium_keeps_its_own_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two virtual environments used in turn: neither overwrites the other's cache."""
+    from plangraph.compiler import env_spaces as mod
+
+    monkeypatch.setenv("PLANGRAPH_CACHE_DIR", str(tmp_path))
+    for key in ("/venv-a/gymnasium/__init__.py:1:1", "/venv-b/gymnasium/__init__.py:2:2"):
+        monkeypatch.setattr(mod, "_gymnasium_key", lambda key=key: key)
+        mod._env_spaces.cache_clear()
+        assert env_spaces("CartPole-v1") is not None
+    assert len(list(tmp_path.glob("env_spaces-*.json"))) == 2
+
+    def no_env(*args: object) -> None:
+        raise AssertionError("created an env: the cache missed")
+
+    monkeypatch.setattr(mod, "_create", no_env)
+    monkeypatch.setattr(mod, "_gymnasium_key", lambda: "/venv-a/gymnasium/__init__.py:1:1")
+    mod._env_spaces.cache_clear()
+    found = env_spaces("CartPole-v1")
+    assert found is not None and found.action.text == "Discrete(2)"
+    mod._env_spaces.cache_clear()

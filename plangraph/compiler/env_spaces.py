@@ -14,15 +14,18 @@ whose extra is missing has unknown spaces here, and the build names the extra to
 Cache. ``plangraph validate`` must stay fast, and importing gymnasium (with numpy) costs
 about as much as the rest of the compiler, so descriptions are cached in-process and on
 disk (``$PLANGRAPH_CACHE_DIR``, else ``$XDG_CACHE_HOME/plangraph``, else
-``~/.cache/plangraph``; file ``env_spaces.json``), keyed by the installed gymnasium (its
-path, size and modification time, read without importing it). A cache hit imports
-nothing; a cache that cannot be read or written is ignored.
+``~/.cache/plangraph``), keyed by the installed gymnasium (its path, size and
+modification time, read without importing it): one file per gymnasium,
+``env_spaces-<hash of the key>.json``, so that virtual environments used in turn keep
+their caches instead of overwriting one another's. A cache hit imports nothing; a cache
+that cannot be read or written is ignored.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import importlib.util
 import json
 import os
@@ -33,7 +36,6 @@ from typing import Any
 
 __all__ = ["EnvSpaces", "SpaceInfo", "describe_space", "env_spaces"]
 
-_CACHE_FILE = "env_spaces.json"
 _CACHE_VERSION = 1
 
 
@@ -96,6 +98,12 @@ def _gymnasium_key() -> str | None:
         return None
     st = os.stat(spec.origin)
     return f"{spec.origin}:{st.st_size}:{st.st_mtime_ns}"
+
+
+def _cache_path(key: str) -> Path:
+    """The cache file of the gymnasium that ``key`` identifies."""
+    digest = hashlib.sha256(key.encode("utf-8")).hexdigest()[:16]
+    return _cache_dir() / f"env_spaces-{digest}.json"
 
 
 def _from_dict(env: str, data: dict[str, Any]) -> EnvSpaces:
@@ -186,7 +194,7 @@ def _env_spaces(env_id: str, specs: str) -> EnvSpaces | None:
     key = _gymnasium_key()
     if key is None:
         return None
-    path = _cache_dir() / _CACHE_FILE
+    path = _cache_path(key)
     cached = _read_cache(path, key)
     name = f"{env_id} {specs}" if specs else env_id  # a wrapped env: cached by its wrappers
     if name in cached:
