@@ -198,9 +198,13 @@ def run_plangraph(algo: str, seed: int, target: float) -> Trial:
 
 def run_sb3(algo: str, seed: int, target: float, python: Path) -> Trial:
     cmd = [str(python), "-c", SB3_TRIAL, algo, str(seed), str(target), json.dumps(SB3_ZOO[algo])]
-    start = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    process_s = time.perf_counter() - start
+    # SB3's logger makes a folder per run (SB3_LOGDIR, else $TMPDIR/SB3-<time>): here, in a
+    # directory removed after the trial, as plangraph's run directory is.
+    with tempfile.TemporaryDirectory(prefix="race_sb3_") as tmp:
+        env = {**os.environ, "SB3_LOGDIR": tmp}
+        start = time.perf_counter()
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        process_s = time.perf_counter() - start
     if proc.returncode != 0:
         raise RuntimeError(f"SB3 {algo} seed {seed} exited {proc.returncode}:\n{proc.stderr}")
     res = json.loads(proc.stdout.strip().splitlines()[-1])
