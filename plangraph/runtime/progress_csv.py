@@ -18,7 +18,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["PROGRESS_FILE", "ProgressCsv", "flatten_row"]
+__all__ = ["PROGRESS_FILE", "ProgressCsv", "drop_rows_after", "flatten_row"]
 
 PROGRESS_FILE = "progress.csv"
 
@@ -78,13 +78,32 @@ class ProgressCsv:
             with self.path.open(newline="", encoding="utf-8") as f:
                 rows = list(csv.DictReader(f))
         self.columns = [*self.columns, *new]
-        tmp = self.path.with_suffix(".csv.tmp")
-        with tmp.open("w", newline="", encoding="utf-8") as f:
-            writer = csv.DictWriter(f, fieldnames=self.columns, restval="")
-            writer.writeheader()
-            writer.writerows(rows)
-        tmp.replace(self.path)  # a crash mid-rewrite leaves the old file whole
+        _rewrite(self.path, self.columns, rows)
         self._file = self.path.open("a", newline="", encoding="utf-8")
 
     def close(self) -> None:
         self._file.close()
+
+
+def drop_rows_after(run_dir: Path, iteration: int) -> None:
+    """Drop the rows of iterations after ``iteration`` from ``run_dir/progress.csv`` (a
+    resumed run logs them again); rows without an ``iteration`` are kept."""
+    path = Path(run_dir) / PROGRESS_FILE
+    if not path.is_file():
+        return
+    with path.open(newline="", encoding="utf-8") as f:
+        reader = csv.DictReader(f)
+        rows, columns = list(reader), list(reader.fieldnames or [])
+    keep = [r for r in rows if not r.get("iteration") or int(r["iteration"]) <= iteration]
+    if "iteration" in columns and len(keep) < len(rows):
+        _rewrite(path, columns, keep)
+
+
+def _rewrite(path: Path, columns: list[str], rows: list[dict[str, str]]) -> None:
+    """Write ``path`` anew with header ``columns`` and ``rows``."""
+    tmp = path.with_suffix(".csv.tmp")
+    with tmp.open("w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=columns, restval="")
+        writer.writeheader()
+        writer.writerows(rows)
+    tmp.replace(path)  # a crash mid-rewrite leaves the old file whole

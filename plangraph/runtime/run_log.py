@@ -14,8 +14,6 @@ Layout of a run directory (``plangraph run --out DIR``)::
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import math
 import time
@@ -24,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from plangraph.runtime.metric_tags import metric_tags
-from plangraph.runtime.progress_csv import PROGRESS_FILE, ProgressCsv
+from plangraph.runtime.progress_csv import ProgressCsv, drop_rows_after
 
 if TYPE_CHECKING:
     from plangraph.runtime.result import Result
@@ -198,26 +196,11 @@ def cut_results_after(run_dir: Path, iteration: int) -> tuple[int, int | None]:
             kept.append(line + "\n")
             kept_step = result_step(row)
         if dropped:
-            _replace(path, "".join(kept))
-    csv_path = Path(run_dir) / PROGRESS_FILE
-    if csv_path.is_file():
-        with csv_path.open(newline="", encoding="utf-8") as f:
-            reader = csv.DictReader(f)
-            rows, header = list(reader), list(reader.fieldnames or [])
-        keep = [r for r in rows if not r.get("iteration") or int(r["iteration"]) <= iteration]
-        if "iteration" in header and len(keep) < len(rows):
-            out = io.StringIO(newline="")
-            writer = csv.DictWriter(out, fieldnames=header, restval="")
-            writer.writeheader()
-            writer.writerows(keep)
-            _replace(csv_path, out.getvalue())
+            tmp = path.with_suffix(".jsonl.tmp")
+            tmp.write_text("".join(kept), encoding="utf-8")
+            tmp.replace(path)
+    drop_rows_after(run_dir, iteration)
     return dropped, kept_step
-
-
-def _replace(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8", newline="")
-    tmp.replace(path)
 
 
 def read_results(run_dir: Path) -> list[Result]:
