@@ -9,10 +9,12 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from plangraph.commands.user_modules import add_import_option
 from plangraph.startup_trace import mark
+
+_T = TypeVar("_T")
 
 # run.json's model lives in plangraph.commands.run_args, imported only when a run starts:
 # every `plangraph` command imports this module to build its parser.
@@ -256,13 +258,7 @@ def _prepare(args: argparse.Namespace) -> _Launch | int:
         )
     keep = _pick(args.keep_checkpoints, saved.keep_checkpoints if saved else None, 3)
     every = _pick(args.checkpoint_every, saved.checkpoint_every if saved else None, 10)
-    tensorboard = (
-        args.tensorboard
-        if args.tensorboard is not None
-        else saved.tensorboard
-        if saved is not None
-        else True
-    )
+    tensorboard = _pick(args.tensorboard, saved.tensorboard if saved else None, True)
     score = args.checkpoint_score or (saved.checkpoint_score if saved else None)
     if score is None:
         score = "evaluation/episode_return_mean" if interval else "episode_return_mean"
@@ -428,7 +424,7 @@ def _join_cluster(address: str, plan_path: str, overrides: dict[str, Any], disab
     return compiled
 
 
-def _pick(given: int | None, saved: int | None, default: int) -> int:
+def _pick(given: _T | None, saved: _T | None, default: _T) -> _T:
     """The command line's value, else run.json's (``--resume``), else the default."""
     return given if given is not None else saved if saved is not None else default
 
