@@ -1,10 +1,10 @@
 """``python -m plangraph`` is the ``plangraph`` command (and ``entry`` its console script)."""
 
 import signal
+import sys
 from typing import NoReturn
 
 from plangraph.cli import main
-from plangraph.process_exit import exit_now
 
 
 def entry() -> NoReturn:
@@ -13,7 +13,7 @@ def entry() -> NoReturn:
     # The command is done (Ray shut down, files written): a Ctrl-C now would only interrupt
     # the interpreter's atexit hooks (Ray's among them) with a KeyboardInterrupt traceback.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    exit_now(code)
+    sys.exit(code)
 
 
 if __name__ == "__main__":

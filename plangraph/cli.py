@@ -15,9 +15,6 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from plangraph.process_exit import exit_now
-from plangraph.startup_trace import mark
-
 # Order is the order shown in ``plangraph --help``.
 COMMANDS: tuple[str, ...] = (
     "validate",
@@ -69,7 +66,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Help, --version and a misspelt command get every command (to list or suggest).
     parser = build_parser(argv[0] if argv and argv[0] in COMMANDS else None)
     args = parser.parse_args(argv)  # argparse exits with 2 on usage errors
-    mark("cli_imported")
     try:
         return int(args._run(args))
     except KeyboardInterrupt:
@@ -80,4 +76,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    exit_now(main())
+    sys.exit(main())

@@ -1,8 +1,8 @@
-"""Start-up and shutdown: the phase trace a run writes, and a shutdown that leaves nothing.
+"""Start-up and shutdown: bad input is refused before any Ray process exists, the learner
+is built from spaces read in the driver.
 
-Each test runs a fresh interpreter: the session's shared Ray instance (conftest) must not
-be shut down, and the trace's environment variable must be set before Ray starts so that
-the rollout workers inherit it.
+Tests that start or stop Ray run a fresh interpreter: the session's shared Ray instance
+(conftest) must not be shut down.
 """
 
 from __future__ import annotations
@@ -18,55 +18,7 @@ import numpy as np
 import pytest
 from gymnasium.envs.classic_control.cartpole import CartPoleEnv
 
-from tests.fresh_python import run_python
-
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def test_a_cli_run_traces_every_phase_in_order(tmp_path: Path) -> None:
-    trace = tmp_path / "trace.jsonl"
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "PLANGRAPH_TRACE_STARTUP": str(trace)}
-    cmd = [sys.executable, "-m", "plangraph", "run", "plans/ppo.json", "--max-iterations", "1"]
-    cmd += ["--out", str(tmp_path / "run"), "--no-progress", "--no-tensorboard"]
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    records = [json.loads(line) for line in trace.read_text().splitlines()]
-    driver = [r for r in records if r["pid"] == records[0]["pid"]]
-    phases = [r["phase"] for r in driver]
-    expected = [
-        "cli_imported",
-        "compiled",
-        "ray_ready",
-        "actors_started",
-        "first_sample",
-        "first_train",
-        "first_result",
-        "checkpoint_saved",
-        "actors_stopped",
-        "ray_shutdown",
-    ]
-    assert [p for p in phases if p in expected] == expected
-    times = [r["t"] for r in driver]
-    assert times == sorted(times)
-    # Both remote rollout workers (plans/ppo.json has 2) report from their own processes.
-    workers = {r["pid"] for r in records if r["phase"] == "worker_ready"}
-    assert len(workers) == 2 and records[0]["pid"] not in workers
-
-
-def test_no_trace_is_written_without_the_variable(tmp_path: Path) -> None:
-    code = (
-        "import os, sys; os.chdir(sys.argv[1]); from plangraph.startup_trace import mark; "
-        "mark('compiled'); print(sorted(os.listdir('.')))"
-    )
-    env = {k: v for k, v in os.environ.items() if k != "PLANGRAPH_TRACE_STARTUP"}
-    proc = subprocess.run(
-        [sys.executable, "-c", code, str(tmp_path)],
-        env={**env, "PYTHONPATH": str(ROOT)},
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    assert proc.stdout.strip() == "[]"
 
 
 class _BrokenEnv(CartPoleEnv):
@@ -117,13 +69,61 @@ def test_the_learner_starts_from_spaces_read_in_the_driver() -> None:
         algo.stop()
 
 
-def test_spawning_the_head_process_imports_neither_the_compiler_nor_ray() -> None:
-    # `plangraph run` spawns the head process before it compiles the plan, so that the head
-    # imports Ray meanwhile; an import of the compiler (pydantic, networkx) on the way to
-    # the spawn delayed it by about 0.5 s.
-    code = (
-        "import sys; import plangraph.runtime.ray_session, plangraph.runtime.local_head; "
-        "print(sorted(m for m in sys.modules if m.split('.')[0] in "
-        "('pydantic', 'networkx', 'ray', 'torch', 'numpy') or m.startswith('plangraph.compiler')))"
+REFUSED = """
+import json, os, sys, threading, time
+from plangraph.cli import main
+
+seen, done = set(), threading.Event()
+
+def watch():  # every process started below this one while the command runs
+    me = str(os.getpid())
+    while not done.is_set():
+        for entry in os.listdir("/proc"):
+            try:
+                with open(f"/proc/{entry}/stat", encoding="ascii") as f:
+                    name, rest = f.read().rsplit(")", 1)
+                if rest.split()[1] == me:
+                    seen.add(name.split("(", 1)[1])
+            except (OSError, IndexError):
+                pass
+        time.sleep(0.005)
+
+watcher = threading.Thread(target=watch, daemon=True)
+watcher.start()
+rc = main(sys.argv[1:])
+done.set()
+watcher.join()
+ray = sys.modules.get("ray")
+print(json.dumps({"rc": rc, "children": sorted(seen),
+                  "ray_initialized": bool(ray and ray.is_initialized())}), flush=True)
+"""
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        pytest.param(["--env", "CartPol-v1"], id="unknown-env"),
+        pytest.param(["--set", "nodes.concat.op=NoSuchOperator"], id="bad-override"),
+        pytest.param(["--num-workers", "1000"], id="too-many-workers"),
+        pytest.param(["--stop", "no_such_key=1"], id="bad-stop-key"),
+    ],
+)
+def test_a_refused_run_starts_no_ray_process(args: list[str], tmp_path: Path) -> None:
+    """Bad input is refused before Ray starts: no process (Ray's GCS, raylet, workers) is
+    ever started below the command's while it runs."""
+    cmd = [sys.executable, "-c", REFUSED, "run", "plans/ppo.json", "--max-iterations", "1"]
+    cmd += ["--out", str(tmp_path / "run"), "--no-progress", *args]
+    proc = subprocess.run(
+        cmd,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
-    assert run_python(code).strip() == "[]"
+    out = json.loads(proc.stdout.splitlines()[-1])
+    assert out["rc"] in (1, 2), proc.stderr
+    assert out["children"] == [], proc.stderr
+    assert out["ray_initialized"] is False
+    assert not (tmp_path / "run").exists()

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from plangraph.commands.user_modules import add_import_option
-from plangraph.startup_trace import mark
 
 _T = TypeVar("_T")
 
@@ -291,7 +290,6 @@ def _prepare(args: argparse.Namespace) -> _Launch | int:
     if not compiled.ok:
         print(f"{plan_path}: not run: fix the errors above first", file=sys.stderr)
         return 1
-    mark("compiled")
     # A policies/<id>/... criterion of a policy the plan does not have would never be met.
     policy_ids = [
         pid
@@ -371,11 +369,6 @@ def _prepare(args: argparse.Namespace) -> _Launch | int:
         compiled = _join_cluster(args.address, plan_path, overrides, disabled)
         if isinstance(compiled, int):
             return compiled
-    else:
-        from plangraph.runtime.ray_session import start_local_ray
-
-        # Ray's head node comes up while this process imports torch and builds the run.
-        start_local_ray()
     return _Launch(
         compiled=compiled,
         plan_path=plan_path,
@@ -432,11 +425,6 @@ def _pick(given: _T | None, saved: _T | None, default: _T) -> _T:
 def run(args: argparse.Namespace) -> int:
     from plangraph.errors import PlangraphError
 
-    if not args.address:
-        from plangraph.runtime.ray_session import spawn_local_head
-
-        # Imports Ray in its own process while this one compiles the plan (local_head).
-        spawn_local_head()
     try:
         launch = _prepare(args)
     except PlangraphError as exc:  # bad input: one line, no traceback, nothing written
@@ -460,11 +448,6 @@ def _train(launch: _Launch, args: argparse.Namespace) -> int:
 
     console = Console(stderr=True)
     run_dir = launch.run_dir
-    from plangraph.runtime.warm_start import import_in_background
-
-    # The learner's torch loads while the build checks the plan's resources and Ray's
-    # head node comes up; an error shows again where the build imports it.
-    import_in_background("torch")
     try:
         algo = launch.compiled.build(
             env=launch.env,
@@ -631,12 +614,11 @@ def _make_loggers(launch: _Launch, args: argparse.Namespace) -> list[Any]:
 def _shutdown_ray() -> None:
     """Shut Ray down now, Ctrl-C ignored, so nothing is left for Ray's atexit hook."""
     session = sys.modules.get("plangraph.runtime.ray_session")
-    if session is not None:  # Ray started or starting (ray_session.start_local_ray)
+    if session is not None:  # the build imported it: Ray may be up
         from plangraph.runtime.run_loop import ignoring_sigint
 
         with ignoring_sigint():
             session.shutdown_ray()
-        mark("ray_shutdown")
 
 
 def _placement_lines(algo: Any) -> list[str]:

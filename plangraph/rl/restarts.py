@@ -17,6 +17,7 @@ once an hour alive while a worker that dies on every step stops it within second
 from __future__ import annotations
 
 import collections
+import os
 import re
 import time
 from dataclasses import dataclass, field
@@ -166,18 +167,22 @@ def missing_module(error: BaseException) -> str | None:
 def _stderr_tail(pid: int) -> list[str]:
     """The last lines of the local Ray worker ``pid``'s stderr log ([] if not readable).
 
-    Best effort: the log directory comes from Ray's node object (no public API gives a
-    dead worker's log without the dashboard), and a remote node's logs are not here."""
+    Best effort: Ray keeps each worker's stderr in ``worker-*-<pid>.err`` under the logs
+    folder of its session, ``/tmp/ray/session_*/logs`` (Ray's documented logging
+    directory; ``/tmp`` is ``$RAY_TMPDIR`` or ``$TMPDIR`` where set); the newest such file
+    is this worker's (``session_latest`` may be another Ray instance's on this machine).
+    No public API returns a dead worker's log without the dashboard, which plangraph does
+    not start, and a remote node's logs are not here."""
+    tmp = os.environ.get("RAY_TMPDIR") or os.environ.get("TMPDIR") or "/tmp"
     try:
-        import ray
-
-        node = ray._private.worker._global_node  # private API: see docstring
-        logs = Path(node.get_logs_dir_path())
-        files = sorted(logs.glob(f"worker-*-{pid}.err"))
+        files = sorted(
+            Path(tmp, "ray").glob(f"session_*/logs/worker-*-{pid}.err"),
+            key=lambda f: f.stat().st_mtime,
+        )
         if not files:
             return []
         text = files[-1].read_text(errors="replace")
-    except Exception:  # a missing log must never hide the death itself
+    except OSError:  # a missing log must never hide the death itself
         return []
     lines = [ln.rstrip() for ln in text.splitlines() if ln.strip() and not ln.startswith(":")]
     return lines[-_STDERR_TAIL_LINES:]

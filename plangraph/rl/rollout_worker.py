@@ -79,7 +79,6 @@ from plangraph.rl.sample_batch import SampleBatch
 from plangraph.rl.seeding import derive_seeds
 from plangraph.rl.worker_gradients import WorkerGradients, sample_and_compute_gradients
 from plangraph.rl.wrappers import make_env
-from plangraph.startup_trace import mark
 
 # Torch loads only where a torch policy is built: a worker sampling with numpy never
 # imports it (``plangraph.rl.numpy_policy``).
@@ -229,7 +228,6 @@ class RolloutWorker:
         self._transforms: tuple[BatchTransform, ...] = ()
         #: seconds spent in each batch transform (by node id) since it was installed
         self.transform_time_s: dict[str, float] = {}
-        mark("worker_ready")
 
     def _new_eps_id(self) -> int:
         eid = self.worker_index * _EPS_STRIDE + self._eps_counter

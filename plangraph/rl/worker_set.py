@@ -67,7 +67,6 @@ from plangraph.rl.restarts import (
 from plangraph.rl.rollout_worker import EnvSpec, RolloutWorker
 from plangraph.rl.sample_batch import SampleBatch
 from plangraph.rl.seeding import derive_seeds
-from plangraph.startup_trace import mark
 
 if TYPE_CHECKING:
     from plangraph.ops.resources import WorkerResources, WorkerSetParams
@@ -115,10 +114,9 @@ class WorkerSet:
         restart_policy: how often a dead remote worker is replaced (default
             ``RestartPolicy()``: 3 per worker per 300 s, backoff from 1 s).
         spaces: ``(observation space, action space)`` of one sub-env, when the caller has
-            read them (``plangraph.runtime.warm_start``): the learner is then built without
-            waiting for a remote worker to start; or a function returning them (or None),
-            called once the actors are created, so that they start while it waits; None
-            asks the first remote worker.
+            read them: the learner is then built without waiting for a remote worker to
+            start; or a function returning them (or None), called once the actors are
+            created, so that they start while it runs; None asks the first remote worker.
 
     Attributes:
         local_policy: the learner ``TorchPolicy``.
@@ -195,7 +193,6 @@ class WorkerSet:
         if placement_strategy is not None:
             self.placement_group = self._reserve_placement_group(placement_strategy)
         self.remote_workers = [self._make_remote(i + 1) for i in range(self.num_workers)]
-        mark("actors_started")
         if callable(spaces):
             try:
                 spaces = spaces()
@@ -217,7 +214,6 @@ class WorkerSet:
         except BaseException:
             self.stop()
             raise
-        mark("learner_built")
         self.sync_weights()
 
     @classmethod

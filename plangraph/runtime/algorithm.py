@@ -29,7 +29,6 @@ from plangraph.runtime.counters import SAMPLED
 from plangraph.runtime.run_state import RunState
 from plangraph.runtime.stopping import StopCriteria
 from plangraph.runtime.training_loop import TrainingLoop
-from plangraph.startup_trace import mark
 
 if TYPE_CHECKING:
     from plangraph.compiler import CompiledPlan
@@ -240,7 +239,6 @@ class Algorithm:
         result = next(self._results)
         if self._evaluator is not None and result["iteration"] % self.evaluation_interval == 0:
             result["evaluation"] = self._evaluator.evaluate(result["iteration"])
-        mark("first_result")
         return result
 
     # -- the trained policy ----------------------------------------------------------------
@@ -395,7 +393,6 @@ class Algorithm:
         (tmp / META_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
         shutil.rmtree(path, ignore_errors=True)
         tmp.rename(path)
-        mark("checkpoint_saved")
         return path
 
     def restore(self, path: str | os.PathLike[str] | Checkpoint) -> None:
@@ -461,7 +458,6 @@ class Algorithm:
             if getattr(self, "_evaluator", None) is not None:
                 self._evaluator.close()
             self.ctx.stop()
-            mark("actors_stopped")
 
     def __enter__(self) -> Algorithm:
         return self

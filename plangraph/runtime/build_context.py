@@ -35,7 +35,6 @@ from plangraph.errors import BuildError
 from plangraph.ops.env_extras import EnvDependencyError, missing_dependency, register_env_namespace
 from plangraph.ops.wrappers import wrapped_env
 from plangraph.runtime.run_state import RunState
-from plangraph.startup_trace import mark
 
 if TYPE_CHECKING:
     from plangraph.compiler import CompiledPlan
@@ -160,6 +159,24 @@ def _check_spaces(rid: str, params: Any) -> None:
         raise BuildError(f"resource {rid!r}: {p.code}: {p.message} ({p.hint})")
 
 
+def _driver_spaces(rid: str, name: Any, env: Any) -> tuple[Any, Any]:
+    """``(observation space, action space)`` of one sub-env of worker set ``rid``, read
+    from an env made (and closed) in this process, as the workers will make it (``env``:
+    the resolved creator, wrappers included; ``name``: what the plan calls it).
+
+    Raises:
+        BuildError: the env cannot be created in this process.
+    """
+    from plangraph.rl.row_layout import env_spaces
+
+    try:
+        return env_spaces(env)
+    except Exception as exc:
+        raise BuildError(
+            f"resource {rid!r}: env {name!r} could not be created ({type(exc).__name__}: {exc})"
+        ) from exc
+
+
 @dataclass(frozen=True)
 class OperatorState:
     """The checkpoint hooks of one stateful operator (``register_operator_state``):
@@ -246,7 +263,6 @@ class BuildContext:
         from plangraph.rl import make_replay_buffer
         from plangraph.runtime.memory_check import check_replay_actor_memory, check_replay_memory
         from plangraph.runtime.ray_session import cluster_cpus, ensure_ray, local_cpus
-        from plangraph.runtime.warm_start import Warmup
 
         try:
             seed_ok = not isinstance(seed, bool) and 0 <= operator.index(seed) < 2**63
@@ -305,18 +321,7 @@ class BuildContext:
             _check_worker_counts(params, cluster_cpus(), "the Ray cluster")
         elif not address:
             _check_worker_counts(params, local_cpus(), "this machine")
-        # torch and the env spaces, while Ray starts (plangraph.runtime.warm_start).
-        warmup = Warmup(
-            {
-                rid: params[rid]
-                for rid, r in compiled.resources.items()
-                if r.kind == "WorkerSet" and rid not in multi
-            },
-            read_spaces=not address,
-            envs=envs,
-        ).start()
         ensure_ray(address)
-        mark("ray_ready")
         if address:
             _check_worker_counts(params, cluster_cpus(), f"the cluster at {address}")
         from plangraph.rl import WorkerSet
@@ -339,9 +344,16 @@ class BuildContext:
 
                 worker_sets[rid] = MultiAgentWorkerSet.from_params(p, seed=res_seed, env=envs[rid])
             elif res.kind == "WorkerSet":
-                # The actors are created first; then the learner waits for the warm-up.
+                # The actors are created first; this process reads the spaces and builds
+                # the learner while they start (a cluster's workers may have an env that
+                # this process cannot make: there the first worker is asked).
                 worker_sets[rid] = WorkerSet.from_params(
-                    p, seed=res_seed, env=envs[rid], spaces=functools.partial(warmup.spaces, rid)
+                    p,
+                    seed=res_seed,
+                    env=envs[rid],
+                    spaces=None
+                    if address
+                    else functools.partial(_driver_spaces, rid, p.env, envs[rid]),
                 )
             elif res.kind == "ReplayBuffer":
                 buffers[rid] = make_replay_buffer(p, seed=res_seed)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import atexit
 import os
 import socket
 import sys
@@ -10,12 +9,8 @@ from typing import TYPE_CHECKING
 
 from plangraph.errors import BuildError
 
-# The compiler (pydantic and the operator catalog: 0.3-0.5 s) only where used: `plangraph
-# run` imports this module to spawn the head process, which must start importing Ray
-# before the plan compiles.
 if TYPE_CHECKING:
     from plangraph.compiler.capacity import Capacity
-    from plangraph.runtime.local_head import LocalHead
 
 ADDRESS_TIMEOUT_S = 5.0
 """How long (s) joining ``--address`` may take to reach the cluster before it is an error."""
@@ -119,13 +114,8 @@ def check_address(address: str, *, timeout_s: float = ADDRESS_TIMEOUT_S) -> None
 
 
 def ensure_ray(address: str | None = None) -> list[str]:
-    """Start Ray on this machine, or join the cluster at ``address``; no dashboard. Does
-    nothing when Ray is already initialised.
-
-    On this machine, Ray's head node runs in a process of its own
-    (``plangraph.runtime.local_head``): the one ``start_local_ray`` started ahead of time,
-    or one started now; this process joins it. Where that head cannot start, Ray starts
-    in-process (``ray.init()``), with a message saying why.
+    """Start Ray on this machine (``ray.init(address="local")``), or join the cluster at
+    ``address``; no dashboard. Does nothing when Ray is already initialised.
 
     Joining a cluster ships the user's own code with the job's ``runtime_env``
     (``py_modules``: ``plangraph.runtime.shipping.local_module_paths``), so that its
@@ -139,144 +129,26 @@ def ensure_ray(address: str | None = None) -> list[str]:
 
     if ray.is_initialized():
         return []
-    if address:
-        from plangraph.runtime.shipping import local_module_paths
+    if not address:
+        # "local": a new Ray instance of this process's own, never one found running.
+        ray.init(address="local", include_dashboard=False, configure_logging=False)
+        return []
+    from plangraph.runtime.shipping import local_module_paths
 
-        check_address(address)
-        shipped = local_module_paths()
-        ray.init(
-            address=address,
-            include_dashboard=False,
-            configure_logging=False,
-            runtime_env={"py_modules": shipped} if shipped else None,
-        )
-        return shipped
-    _join_local_head()
-    return []
-
-
-_head: LocalHead | None = None
-"""The head-node process this process started (``spawn_local_head``), if any."""
-
-_atexit_registered = False
-
-
-def spawn_local_head() -> None:
-    """Start the process that will run this machine's Ray head node
-    (``plangraph.runtime.local_head``): it imports Ray, then waits for
-    ``start_local_ray()``; until then, and if that never comes, Ray's processes do not
-    start. Does nothing when Ray is initialised, a head process exists, or this is not a
-    POSIX system (``ensure_ray`` then starts Ray in-process)."""
-    global _head, _atexit_registered
-    ray = sys.modules.get("ray")
-    if ray is not None and ray.is_initialized():
-        return
-    if _head is not None or os.name != "posix":
-        return
-    from plangraph.runtime.local_head import LocalHead
-
-    try:
-        _head = LocalHead.spawn()
-    except OSError as exc:  # no interpreter to spawn: ensure_ray starts Ray in-process
-        print(f"plangraph: cannot start Ray's head node process ({exc})", file=sys.stderr)
-        return
-    if not _atexit_registered:
-        # A process that exits without shutdown_ray() still stops its head on the way out.
-        atexit.register(shutdown_ray)
-        _atexit_registered = True
-
-
-def start_local_ray() -> None:
-    """Have this machine's Ray head node start in its own process, in the background (the
-    one ``spawn_local_head`` started, or a new one), for ``ensure_ray()`` to join later;
-    the caller goes on with work that does not need Ray. Does nothing when Ray is
-    initialised or this is not a POSIX system."""
-    spawn_local_head()
-    if _head is not None:
-        _head.start()
-
-
-def _join_local_head() -> None:
-    """Join the head started by ``start_local_ray`` (starting one now if there is none);
-    where it cannot come up, say why and start Ray in-process, as ``ray.init()`` does."""
-    global _head
-    import ray
-
-    from plangraph.runtime.local_head import HeadStartError, adopt_auth_mode
-
-    if _head is not None and _head.joined:
-        # Joined before, and Ray was shut down since (ray.shutdown() only disconnects
-        # from a head): a new run gets a new Ray, as ray.init() would start.
-        _head.stop()
-        _head = None
-    start_local_ray()
-    if _head is not None:
-        try:
-            ready = _head.ready()
-        except HeadStartError as exc:
-            _head = None
-            print(
-                f"plangraph: Ray's head node did not start in its own process ({exc}); "
-                "starting Ray in this one",
-                file=sys.stderr,
-            )
-        else:
-            try:
-                adopt_auth_mode(ready.get("auth_mode"))
-                ray.init(address=ready["address"], include_dashboard=False, configure_logging=False)
-                _head.joined = True
-            except BaseException:
-                _head.stop()
-                _head = None
-                raise
-            return
-    ray.init(address="local", include_dashboard=False, configure_logging=False)
-
-
-def _stop_autoscaler_monitor() -> None:
-    """SIGKILL the autoscaler monitor of a Ray instance this process started, if any.
-
-    ``ray.shutdown()`` stops the GCS before the monitor, then sends the monitor SIGTERM and
-    waits up to 1 s for it: its SIGTERM handler reports its own termination to the GCS that
-    is already gone and blocks until Ray gives up and kills it. A local instance has no
-    autoscaler to report to, so killing the monitor first makes ``ray.shutdown`` about 1 s
-    shorter and prints nothing. Reaches into Ray's private node object: on a Ray without
-    it, this does nothing and ``ray.shutdown`` behaves as before.
-    """
-    import ray
-
-    node = getattr(getattr(ray, "_private", None), "worker", None)
-    node = getattr(node, "_global_node", None)
-    processes = getattr(node, "all_processes", None)
-    if not isinstance(processes, dict):
-        return
-    for info in processes.get("monitor", []):
-        process = getattr(info, "process", None)
-        if process is None or process.poll() is not None:
-            continue
-        try:
-            process.kill()
-            process.wait(timeout=1.0)
-        except Exception:  # ray.shutdown kills whatever is left
-            pass
+    check_address(address)
+    shipped = local_module_paths()
+    ray.init(
+        address=address,
+        include_dashboard=False,
+        configure_logging=False,
+        runtime_env={"py_modules": shipped} if shipped else None,
+    )
+    return shipped
 
 
 def shutdown_ray() -> None:
-    """Disconnect from Ray and stop what this process started: the head-node process of
-    ``start_local_ray`` (waiting until every Ray process it started has exited), or, for
-    Ray started in-process, ``ray.shutdown()`` made about 1 s faster (see
-    ``_stop_autoscaler_monitor``). A process that joined a cluster only disconnects, as
-    with ``ray.shutdown()``. Does nothing when there is neither.
-
-    ``ray.shutdown()`` alone only disconnects from the head: its Ray processes stay until
-    this function, the next ``ensure_ray()`` (which replaces the head) or the end of the
-    process."""
-    global _head
+    """``ray.shutdown()`` if Ray is initialised in this process: stops the Ray instance
+    this process started, or only disconnects from a cluster it joined."""
     ray = sys.modules.get("ray")
     if ray is not None and ray.is_initialized():
-        if _head is None:
-            _stop_autoscaler_monitor()
         ray.shutdown()
-    if _head is not None:
-        _head.stop()
-        _head = None

@@ -11,7 +11,6 @@ from plangraph.runtime.build_context import BuildContext
 from plangraph.runtime.counters import AGENT_SAMPLED, RESTARTS, SAMPLED, policy_counter
 from plangraph.runtime.implementations import register_lowering
 from plangraph.runtime.items import GradInfo
-from plangraph.startup_trace import mark
 
 
 @register_lowering("ParallelRollouts")
@@ -48,7 +47,6 @@ def _parallel_rollouts(node: Any, inputs: list[Any], ctx: BuildContext) -> Local
             stream = par.gather_async(num_async=p.num_async, on_actor_failure=replace)
 
     def record(batch: Any) -> Any:
-        mark("first_sample")
         metrics = get_metrics()
         metrics.counters[SAMPLED] += batch.env_steps()
         ctx.run_state.episodes.add(batch.episode_returns, batch.episode_lengths)

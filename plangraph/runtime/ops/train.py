@@ -25,7 +25,6 @@ from plangraph.runtime.counters import (
 )
 from plangraph.runtime.implementations import register_lowering, register_map
 from plangraph.runtime.items import GradInfo, ReplayPriorities, TrainInfo, scalar_stats
-from plangraph.startup_trace import mark
 
 
 def _broadcast(ctx: BuildContext, ws: Any) -> None:
@@ -70,7 +69,6 @@ def _train_one_step(node: Any, ctx: BuildContext) -> Callable[[Any], Any]:
             metrics.counters[updates_key] += 1
             if metrics.counters[updates_key] % p.update_workers_every == 0:
                 _broadcast(ctx, ws)
-        mark("first_train")
         return TrainInfo(scalars, count, replay)
 
     return train
@@ -125,7 +123,6 @@ def _train_policies(node: Any, ctx: BuildContext, ws: Any) -> Callable[[Any], An
                     ws.sync_weights(
                         ctx.run_state.policy_global_vars(ws.local_policy), policies=list(todo)
                     )
-        mark("first_train")
         return TrainInfo(all_stats, count)
 
     return train
