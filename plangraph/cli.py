@@ -32,7 +32,7 @@ COMMANDS: tuple[str, ...] = (
 
 
 def _available_commands(names: Sequence[str] = COMMANDS) -> list[tuple[str, object]]:
-    mods = []
+    mods: list[tuple[str, object]] = []
     for name in names:
         try:
             mods.append((name, importlib.import_module(f"plangraph.commands.{name}")))

@@ -45,8 +45,8 @@ def _where(exc: BaseException, file: str | None) -> str:
     if isinstance(exc, SyntaxError) and exc.filename and exc.lineno:
         return f" ({exc.filename}:{exc.lineno})"
     mine = [f for f in frames if file and os.path.abspath(f.filename) == os.path.abspath(file)]
-    frame = (mine or frames or [None])[-1]
-    return f" ({frame.filename}:{frame.lineno})" if frame is not None else ""
+    where = mine or list(frames)
+    return f" ({where[-1].filename}:{where[-1].lineno})" if where else ""
 
 
 def _import_file(path: Path) -> ModuleType:

@@ -355,8 +355,8 @@ def run(args: argparse.Namespace) -> int:
         n_err += len(compiled.errors) + len(extra)
         n_warn += len(compiled.warnings)
         if r["ok"] and not args.quiet:
-            extra = f", {len(compiled.warnings)} warning(s)" if compiled.warnings else ""
-            print(f"{r['path']}: ok ({len(compiled.nodes)} nodes{extra})")
+            warned = f", {len(compiled.warnings)} warning(s)" if compiled.warnings else ""
+            print(f"{r['path']}: ok ({len(compiled.nodes)} nodes{warned})")
     if not args.quiet and (n_err or len(results) > 1):
         print(
             f"{len(results)} plan{'s' if len(results) != 1 else ''} checked: "

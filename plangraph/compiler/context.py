@@ -211,7 +211,7 @@ class Context:
             else:
                 origin = _origin(original, rel)
                 got = f" (got {brief(value)}{origin})" if not isinstance(value, Mapping) else ""
-                sugg = ()
+                sugg: tuple[str, ...] = ()
                 if isinstance(value, str) and ptr in choices:
                     sugg = close_matches(value, dict.fromkeys(choices[ptr]))
                 self.report(

@@ -18,7 +18,7 @@ import traceback
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -36,6 +36,8 @@ from plangraph.ir.source import (
 )
 from plangraph.ops.registry import close_matches
 from plangraph.text import brief
+
+_M = TypeVar("_M", bound=BaseModel)
 
 __all__ = ["Loaded", "load"]
 
@@ -273,8 +275,8 @@ class _Salvage:
         )
 
     def validate(
-        self, model: type[BaseModel], obj: Mapping[str, Any], pointer: str, what: str, **kw: Any
-    ) -> tuple[BaseModel | None, dict[str, list[dict[str, Any]]]]:
+        self, model: type[_M], obj: Mapping[str, Any], pointer: str, what: str, **kw: Any
+    ) -> tuple[_M | None, dict[str, list[dict[str, Any]]]]:
         """Validate ``obj`` as ``model``; report its unknown keys (PG101, with did-you-mean
         from the model's fields) and return ``(the model or None, {field: its errors})``,
         for the caller to word (field order, as pydantic reports them)."""
@@ -297,7 +299,7 @@ class _Salvage:
                     **kw,
                 )
             else:
-                by_field.setdefault(field, []).append(e)
+                by_field.setdefault(field, []).append(dict(e))
         return None, by_field
 
     def field_errors(
@@ -487,7 +489,7 @@ def _from_data(data: Any, smap: SourceMap | None) -> Loaded:
             continue
         res, errs = s.validate(Resource, r, ptr, "a resource")
         if res is not None:
-            resources[rid] = res  # type: ignore[assignment]
+            resources[rid] = res
             continue
         if any(e["type"] == "missing" for e in errs.get("kind", ())):
             s.err(
@@ -514,7 +516,7 @@ def _from_data(data: Any, smap: SourceMap | None) -> Loaded:
             n = {}
         node, errs = s.validate(Node, n, ptr, "a node", node=nid)
         if node is not None:
-            nodes[nid] = node  # type: ignore[assignment]
+            nodes[nid] = node
             continue
         if any(e["type"] == "missing" for e in errs.get("op", ())):
             s.err(

@@ -287,8 +287,8 @@ def _rollout_env_steps(ctx: Context, nid: str) -> int | None:
     params = ctx.params.get(nid)
     rid = resource_ref_id(getattr(params, "workers", None))
     ws = ctx.res_params.get(rid) if rid is not None else None
-    if not isinstance(ws, WorkerSetParams):
-        return None
+    if not isinstance(ws, WorkerSetParams) or ws.rollout_fragment_length == "auto":
+        return None  # the rollout-sizing pass gives "auto" its number before the checks
     per_worker = ws.num_envs_per_worker * ws.rollout_fragment_length
     if getattr(params, "mode", None) != "bulk_sync":
         return per_worker

@@ -373,6 +373,8 @@ class PlanConfig(Mapping[str, Any]):
     An unknown attribute raises ``AttributeError`` with close matches.
     """
 
+    _values: dict[str, Any]
+
     def __init__(self, values: Mapping[str, Any] | None = None, /, **kwargs: Any) -> None:
         data = {**(values or {}), **kwargs}
         for key in data:

@@ -13,7 +13,9 @@ import json
 import re
 import sys
 from dataclasses import dataclass, field
-from json.decoder import scanstring
+
+# The stdlib decoder's string scanner (in json.decoder, not in typeshed's stub of it).
+from json.decoder import scanstring  # type: ignore[attr-defined]
 from typing import Any
 
 from plangraph.ir.limits import MAX_DEPTH, MAX_INT, check_number

@@ -284,15 +284,17 @@ def _use_edges(w: DotWriter, diff: PlanDiff, drawn: set[str], adj: dict[str, set
     # Reads first, as plangraph render does: a write that would close a loop (the learner
     # writing the weights its own rollouts read) must not move ranks.
     for nid, rid, status in sorted(keys, key=lambda k: "read" not in grouped[k]):
-        access = grouped[(nid, rid, status)]
-        tail, head = (_resource_name(rid), nid) if "read" in access else (nid, _resource_name(rid))
+        accesses = grouped[(nid, rid, status)]
+        tail, head = (
+            (_resource_name(rid), nid) if "read" in accesses else (nid, _resource_name(rid))
+        )
         grouped_ok = not _has_path(adj, head, tail)
         if grouped_ok:
             adj.setdefault(tail, set()).add(head)
         else:
-            access.add("_free")
+            accesses.add("_free")
     for nid, rid, status in keys:
-        access = grouped[(nid, rid, status)]
+        accesses = grouped[(nid, rid, status)]
         attrs: dict[str, Any] = dict(RESOURCE_EDGE)
         if status != UNCHANGED:
             # The status colour, at a resource edge's weight: the dataflow stays the spine.
@@ -300,15 +302,15 @@ def _use_edges(w: DotWriter, diff: PlanDiff, drawn: set[str], adj: dict[str, set
                 {k: v for k, v in DIFF_EDGES[status].items() if k in ("color", "fontcolor")}
             )
             attrs["penwidth"] = 1.4
-        both = {"read", "write"} <= access
-        verb = "reads+writes" if both else ("reads" if "read" in access else "writes")
+        both = {"read", "write"} <= accesses
+        verb = "reads+writes" if both else ("reads" if "read" in accesses else "writes")
         if both:
             attrs["dir"] = "both"
         attrs["label"] = edge_label([verb if status == UNCHANGED else f"{verb} ({status})"])
         attrs["tooltip"] = f"{nid} {verb} @{rid} ({status})"
-        if "_free" in access:
+        if "_free" in accesses:
             attrs["constraint"] = False
-        if "read" in access:
+        if "read" in accesses:
             w.edge(_resource_name(rid), nid, attrs)
         else:
             w.edge(nid, _resource_name(rid), attrs)

@@ -437,7 +437,7 @@ def to_dot(compiled: CompiledPlan, rankdir: str = "TB", profile: RunProfile | No
             adj.setdefault(tail, set()).add(head)
         constrained[(nid, rid)] = ok
     for nid, rid, access in uses:
-        attrs: dict[str, Any] = dict(RESOURCE_EDGE)
+        attrs = dict(RESOURCE_EDGE)
         both = access == {"read", "write"}
         verb = "reads+writes" if both else ("reads" if "read" in access else "writes")
         if both:
@@ -599,7 +599,9 @@ def _legend(
     for upper, lower in itertools.pairwise(rows):
         w.edge(upper[0], lower[0], {"style": "invis"})
     w.end_subgraph()
-    anchor = compiled.output if compiled.output in node_ids else (node_ids or [None])[-1]
+    anchor = (
+        compiled.output if compiled.output in node_ids else (node_ids[-1] if node_ids else None)
+    )
     if anchor is not None:
         w.edge(anchor, rows[0][0], {"style": "invis"})
 
