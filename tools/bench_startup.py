@@ -7,7 +7,7 @@ its rollout workers write is a Unix timestamp, set against the moment this scrip
 the process. Modes:
 
 * ``cli``: ``python -m plangraph run PLAN --max-iterations 1 --out TMP --no-progress``;
-* ``api``: ``import plangraph; plangraph.compile(PLAN).build(seed=0)``, one ``train()``,
+* ``api``: ``import plangraph; plangraph.build(plangraph.compile(PLAN), seed=0)``, one ``train()``,
   ``save()``, ``stop()``, ``shutdown_ray()``;
 * ``validate``: ``python -m plangraph validate PLAN`` (wall time only);
 * ``python``: ``python -c pass``, the interpreter's own start, for reference.
@@ -71,7 +71,7 @@ import plangraph
 mark("imported")
 compiled = plangraph.compile(sys.argv[1])
 mark("compiled")
-algo = compiled.build(seed=0)
+algo = plangraph.build(compiled, seed=0)
 algo.train()
 algo.save(sys.argv[2])
 algo.stop()
