@@ -174,3 +174,20 @@ def test_the_checker_catches_a_cycle_of_two() -> None:
     assert import_cycles(graph) == []
     graph.add_edge("plangraph.flow.b", "plangraph.flow.a")
     assert import_cycles(graph) == [["plangraph.flow.a", "plangraph.flow.b"]]
+
+
+def test_the_top_level_api_builds_and_draws_without_loading_ray_or_torch() -> None:
+    """``plangraph.build`` / ``render`` / ``to_dot`` are the runtime's and the diagram
+    layer's own functions (no second implementation), and looking them up loads no ray or
+    torch: only calling ``build`` does."""
+    from tests.fresh_python import run_python
+
+    out = run_python(
+        "import sys, plangraph, plangraph.diagram, plangraph.runtime\n"
+        "assert plangraph.build is plangraph.runtime.build\n"
+        "assert plangraph.render is plangraph.diagram.render\n"
+        "assert plangraph.to_dot is plangraph.diagram.to_dot\n"
+        "dot = plangraph.to_dot(plangraph.analyze('plans/ppo.json'))\n"
+        "print('digraph' in dot, 'ray' in sys.modules, 'torch' in sys.modules)\n"
+    )
+    assert out.split() == ["True", "False", "False"]
