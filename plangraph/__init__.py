@@ -1,7 +1,7 @@
 """plangraph: distributed RL training loops as declared, compiled, drawable dataflow.
 
 Importing this package is cheap: it pulls in neither ray nor torch. Those load only when a
-compiled plan is built (``CompiledPlan.build``) or the ``run`` command starts. The names
+compiled plan is built (``plangraph.build``) or the ``run`` command starts. The names
 below load on first use.
 
 * ``plangraph.Plan``: the plan IR (``plangraph.ir``); ``plangraph.PlanConfig``: config
@@ -10,6 +10,13 @@ below load on first use.
   ``CompiledPlan`` with ``.diagnostics``.
 * ``plangraph.compile(plan, config=None)``: the same, raising ``PlanValidationError``
   unless the plan is clean.
+* ``plangraph.build(compiled, env=None, num_workers=None, seed=0, address=None, ...)``: the
+  compiled plan lowered onto Ray actors, an ``Algorithm`` (``plangraph.runtime.build``;
+  this is where ray and torch load).
+* ``plangraph.render(compiled, path, rankdir="TB")``: the plan drawn to ``path`` (``.dot``,
+  ``.gv``, ``.svg``, ``.png``); ``plangraph.to_dot(compiled)``: its DOT text
+  (``plangraph.diagram``). In Jupyter, ``IPython.display.SVG(filename=str(
+  plangraph.render(compiled, "plan.svg")))`` shows it.
 * ``plangraph.load_policy(checkpoint)``: the trained policy of a checkpoint (or a run
   directory's newest), usable without Ray: ``.compute_actions(obs)``, ``.evaluate()``.
 * Errors: ``PlangraphError`` and one subclass per phase (``PlanError`` with
@@ -40,9 +47,12 @@ __all__ = [
     "StopCriterionError",
     "UnknownOperatorError",
     "analyze",
+    "build",
     "compile",
     "load_plan",
     "load_policy",
+    "render",
+    "to_dot",
 ]
 
 _LAZY = {
@@ -54,6 +64,9 @@ _LAZY = {
     "compile": "plangraph.compiler",
     "load_plan": "plangraph.compiler",
     "load_policy": "plangraph.runtime.trained_policy",
+    "build": "plangraph.runtime",
+    "render": "plangraph.diagram",
+    "to_dot": "plangraph.diagram",
     "PlangraphError": "plangraph.errors",
     "PlanError": "plangraph.errors",
     "BuildError": "plangraph.errors",
@@ -74,6 +87,7 @@ if TYPE_CHECKING:
         compile,
         load_plan,
     )
+    from plangraph.diagram import render, to_dot
     from plangraph.errors import (
         BuildError,
         CheckpointError,
@@ -87,6 +101,7 @@ if TYPE_CHECKING:
     from plangraph.flow.errors import OperatorError
     from plangraph.ir import Plan, PlanConfig
     from plangraph.ops.builder import PlanBuildError
+    from plangraph.runtime import build
     from plangraph.runtime.trained_policy import load_policy
 
 

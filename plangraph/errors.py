@@ -14,7 +14,7 @@ them all, or a phase to catch one kind. Each also keeps the builtin base it alwa
     │                              ``plangraph[video]`` extra installed
     ├── RegistrationError          an operator or resource kind cannot be registered
     │   └── UnknownOperatorError   ``get_op`` of a name nobody registered (also a KeyError)
-    ├── RenderError                (plangraph.render) the plan cannot be drawn to a file
+    ├── RenderError                (plangraph.diagram) the plan cannot be drawn to a file
     │   ├── UnsupportedFormatError, GraphvizPackageMissingError,
     │   └── DotBinaryMissingError, DotFailedError
     ├── OperatorError              (plangraph.flow) an operator or actor task failed while
@@ -75,7 +75,7 @@ class UnknownOperatorError(RegistrationError, KeyError):
 
 
 class RenderError(PlangraphError):
-    """A plan could not be drawn to the requested output (see ``plangraph.render.errors``)."""
+    """A plan could not be drawn to the requested output (see ``plangraph.diagram.errors``)."""
 
 
 class UnknownPassError(PlangraphError, ValueError):

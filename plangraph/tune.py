@@ -75,7 +75,7 @@ def trainable(
     Args:
         plan: a plan file (``.json``/``.py``), a ``Plan`` or a ``CompiledPlan``.
         config: config overrides for every trial; the trial config's keys win.
-        env, num_workers: as ``CompiledPlan.build`` (default: the plan's).
+        env, num_workers: as ``plangraph.build`` (default: the plan's).
         stop: ``{result key: threshold}``, the trial ends when any is reached
             (``plangraph.runtime.stopping.StopCriteria``); Tune's ``RunConfig(stop=...)``
             works too.
@@ -158,7 +158,7 @@ def _train_trial(
     run_dir = Path(tune.get_context().get_trial_dir())
     run_dir.mkdir(parents=True, exist_ok=True)
     criteria = StopCriteria.parse(stop)
-    algo = compiled.build(env=env, num_workers=num_workers, seed=seed)
+    algo = plangraph.build(compiled, env=env, num_workers=num_workers, seed=seed)
     try:
         restored = tune.get_checkpoint()
         if restored is not None:

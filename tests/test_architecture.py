@@ -1,9 +1,10 @@
 """The import graph follows docs/ARCHITECTURE.md: no module cycles, no import up the layers.
 
-Every ``import`` of a plangraph module counts, including those inside functions (a lazy
-import is still a dependency); only ``if TYPE_CHECKING:`` blocks are skipped. The layer
-table and the allowed forwards are parsed from docs/ARCHITECTURE.md, so the document and
-the check cannot drift apart.
+Every ``import`` of a plangraph module counts: those inside functions (a lazy import is
+still a dependency) and those under ``if TYPE_CHECKING:`` (a type-only dependency is still
+one: it ties the two modules' designs together, and a checker or a future edit turns it
+into a real import). There is no list of exceptions. The layer table is parsed from
+docs/ARCHITECTURE.md, so the document and the check cannot drift apart.
 """
 
 from __future__ import annotations
@@ -29,12 +30,6 @@ def _module_name(path: Path) -> str:
 MODULES = {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
 
 
-def _is_type_checking(test: ast.expr) -> bool:
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
-    )
-
-
 def _imports(module: str, path: Path) -> set[str]:
     """The plangraph modules ``module`` imports (a ``from pkg import sub`` of a submodule
     names the submodule, not the package)."""
@@ -42,11 +37,7 @@ def _imports(module: str, path: Path) -> set[str]:
     is_pkg = path.name == "__init__.py"
     found: set[str] = set()
 
-    def visit(node: ast.AST) -> None:
-        if isinstance(node, ast.If) and _is_type_checking(node.test):
-            for child in node.orelse:
-                visit(child)
-            return
+    for node in ast.walk(tree):  # every import, at module level, in functions, typing-only
         if isinstance(node, ast.Import):
             found.update(a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -58,10 +49,6 @@ def _imports(module: str, path: Path) -> set[str]:
             for alias in node.names:
                 sub = f"{base}.{alias.name}"
                 found.add(sub if sub in MODULES else base)
-        for child in ast.iter_child_nodes(node):
-            visit(child)
-
-    visit(tree)
     return {m for m in found if m == "plangraph" or m.startswith("plangraph.")} - {module}
 
 
@@ -114,34 +101,29 @@ def layer_of(module: str, table: dict[str, tuple[str, int]]) -> tuple[str, int]:
     return table[best]
 
 
-def forwards() -> set[tuple[str, str]]:
-    return {(_names(r[0])[0], _names(r[1])[0]) for r in _doc_table("## Allowed forwards")}
-
-
 def test_every_module_is_in_a_layer() -> None:
     table = layers()
     for module in MODULES:
         layer_of(module, table)
 
 
+def import_cycles(graph: nx.DiGraph) -> list[list[str]]:
+    """Every elementary cycle of ``graph``, each as its sorted modules."""
+    return sorted(sorted(c) for c in nx.simple_cycles(graph))
+
+
 def test_no_import_cycles() -> None:
-    """No cycles once the documented forwards (a lower layer calling up, by design) are
-    set aside."""
-    graph = GRAPH.copy()
-    graph.remove_edges_from(forwards())
-    cycles = sorted(sorted(c) for c in nx.simple_cycles(graph))
+    cycles = import_cycles(GRAPH)
     assert cycles == [], "import cycles:\n" + "\n".join(" -> ".join(c) for c in cycles)
 
 
 def upward_imports(edges: object) -> list[str]:
-    """The edges that import from a higher rank or a sibling layer of the same rank, other
-    than the documented forwards."""
+    """The edges that import from a higher rank or a sibling layer of the same rank."""
     table = layers()
-    allowed = forwards()
     bad = []
     for src, dst in sorted(edges):  # type: ignore[call-overload]
         (src_layer, src_rank), (dst_layer, dst_rank) = layer_of(src, table), layer_of(dst, table)
-        if src_layer == dst_layer or dst_rank < src_rank or (src, dst) in allowed:
+        if src_layer == dst_layer or dst_rank < src_rank:
             continue
         bad.append(f"{src} ({src_layer}, {src_rank}) imports {dst} ({dst_layer}, {dst_rank})")
     return bad
@@ -156,16 +138,10 @@ def test_the_checker_catches_upward_and_sideways_imports() -> None:
     edges = [
         ("plangraph.ir.plan", "plangraph.runtime.algorithm"),  # up
         ("plangraph.flow.local", "plangraph.rl.policy"),  # up
-        ("plangraph.render.graph", "plangraph.rl.policy"),  # sideways, same rank
+        ("plangraph.diagram.graph", "plangraph.rl.policy"),  # sideways, same rank
         ("plangraph.ops.registry", "plangraph.ir.types"),  # down: fine
     ]
     assert len(upward_imports(edges)) == 3
-
-
-def test_allowed_forwards_are_real() -> None:
-    """A forward listed in the document but gone from the code is stale documentation."""
-    stale = sorted(f for f in forwards() if not GRAPH.has_edge(*f))
-    assert stale == []
 
 
 def test_flow_engine_knows_no_plans() -> None:
@@ -173,3 +149,45 @@ def test_flow_engine_knows_no_plans() -> None:
     for src, dst in GRAPH.edges:
         if src.startswith("plangraph.flow"):
             assert not dst.startswith(plan_layers), f"{src} imports {dst}"
+
+
+def test_the_checker_counts_lazy_and_type_only_imports(tmp_path: Path) -> None:
+    src = tmp_path / "snippet.py"
+    src.write_text(
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n"
+        "    from plangraph.runtime.algorithm import Algorithm\n"
+        "def draw():\n"
+        "    from plangraph.diagram import render\n"
+        "    import plangraph.rl.policy\n",
+        encoding="utf-8",
+    )
+    assert _imports("plangraph.compiler.snippet", src) == {
+        "plangraph.runtime.algorithm",
+        "plangraph.diagram",
+        "plangraph.rl.policy",
+    }
+
+
+def test_the_checker_catches_a_cycle_of_two() -> None:
+    graph = nx.DiGraph([("plangraph.flow.a", "plangraph.flow.b")])
+    assert import_cycles(graph) == []
+    graph.add_edge("plangraph.flow.b", "plangraph.flow.a")
+    assert import_cycles(graph) == [["plangraph.flow.a", "plangraph.flow.b"]]
+
+
+def test_the_top_level_api_builds_and_draws_without_loading_ray_or_torch() -> None:
+    """``plangraph.build`` / ``render`` / ``to_dot`` are the runtime's and the diagram
+    layer's own functions (no second implementation), and looking them up loads no ray or
+    torch: only calling ``build`` does."""
+    from tests.fresh_python import run_python
+
+    out = run_python(
+        "import sys, plangraph, plangraph.diagram, plangraph.runtime\n"
+        "assert plangraph.build is plangraph.runtime.build\n"
+        "assert plangraph.render is plangraph.diagram.render\n"
+        "assert plangraph.to_dot is plangraph.diagram.to_dot\n"
+        "dot = plangraph.to_dot(plangraph.analyze('plans/ppo.json'))\n"
+        "print('digraph' in dot, 'ray' in sys.modules, 'torch' in sys.modules)\n"
+    )
+    assert out.split() == ["True", "False", "False"]

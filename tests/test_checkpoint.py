@@ -219,8 +219,8 @@ def test_restore_in_a_new_algorithm_is_bit_identical(tmp_path: Path) -> None:
         "prioritized_replay": True,
     }
     compiled = plangraph.compile(PLANS / "dqn.json", config=config)
-    original = compiled.build(num_workers=1, seed=4)
-    restored = compiled.build(num_workers=1, seed=9)
+    original = plangraph.build(compiled, num_workers=1, seed=4)
+    restored = plangraph.build(compiled, num_workers=1, seed=9)
     try:
         for _ in range(12):
             original.train()
@@ -252,8 +252,8 @@ def test_restore_in_a_new_algorithm_is_bit_identical(tmp_path: Path) -> None:
 
 @pytest.mark.usefixtures("ray_session")
 def test_restore_refuses_a_checkpoint_of_another_plan(tmp_path: Path) -> None:
-    a2c = plangraph.compile(PLANS / "a2c.json", config={"num_envs_per_worker": 1}).build(
-        num_workers=0
+    a2c = plangraph.build(
+        plangraph.compile(PLANS / "a2c.json", config={"num_envs_per_worker": 1}), num_workers=0
     )
     try:
         ckpt = a2c.save(tmp_path / "a2c")
@@ -278,8 +278,8 @@ def test_a_hand_edited_state_json_is_refused(tmp_path: Path) -> None:
     tells the edit apart from the checkpoint that was written."""
     from plangraph.runtime.algorithm import Checkpoint
 
-    a2c = plangraph.compile(PLANS / "a2c.json", config={"num_envs_per_worker": 1}).build(
-        num_workers=0
+    a2c = plangraph.build(
+        plangraph.compile(PLANS / "a2c.json", config={"num_envs_per_worker": 1}), num_workers=0
     )
     try:
         a2c.train()

@@ -201,7 +201,7 @@ def test_odd_ids_give_printable_diagnostics_and_dot(as_text: bool) -> None:
     text = "\n".join(d.format() for d in compiled.diagnostics)
     assert "a\\tb" in text and "a\\x00b" in text and "\\ud800" in text  # escaped, not dropped
     assert "\t" not in text and "\x00" not in text
-    dot = compiled.to_dot()
+    dot = plangraph.to_dot(compiled)
     dot.encode("utf-8")
     assert "\x00" not in dot  # dot ends a string at NUL; a tab in a label is fine
     if shutil.which("dot"):

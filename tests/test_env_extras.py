@@ -119,7 +119,7 @@ import plangraph
 from plangraph.errors import BuildError
 plan, env = sys.argv[1], sys.argv[2]
 try:
-    plangraph.compile(plan).build(**({"env": env} if env else {}))
+    plangraph.build(plangraph.compile(plan), **({"env": env} if env else {}))
 except BuildError as exc:
     print(exc)
     print("ray started:", "ray" in sys.modules and __import__("ray").is_initialized())
@@ -185,7 +185,7 @@ def test_the_pong_plan_runs_on_real_ray_without_ale(ray_session: None) -> None:
         env=f"tests.image_envs:{ATARI_FRAMES}", num_envs_per_worker=2,
         rollout_fragment_length=10, train_batch_size=40, min_env_steps_per_iter=80,
     )  # fmt: skip
-    algo = plangraph.compile(plan).build(seed=0)
+    algo = plangraph.build(plangraph.compile(plan), seed=0)
     try:
         result = algo.train()
         workers = algo.ctx.worker_sets["workers"]

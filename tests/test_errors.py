@@ -50,7 +50,7 @@ def test_build_phase_raises_build_error_before_ray_starts() -> None:
     compiled = plangraph.compile(ROOT / "plans" / "ppo.json")
     was_running = ray.is_initialized()
     with pytest.raises(plangraph.BuildError, match="CartPol-v1"):
-        compiled.build(env="CartPol-v1")
+        plangraph.build(compiled, env="CartPol-v1")
     assert ray.is_initialized() == was_running
 
 
@@ -69,7 +69,7 @@ def test_build_refuses_a_replay_buffer_that_cannot_fit_before_ray_starts(
     )
     was_running = ray.is_initialized()
     with pytest.raises(plangraph.BuildError) as info:
-        compiled.build()
+        plangraph.build(compiled)
     assert ray.is_initialized() == was_running
     message = str(info.value)
     gib = "1.2 TiB" if prioritized else "726.4 GiB"
@@ -95,7 +95,7 @@ def test_replay_memory_estimate_is_compared_with_the_given_memory() -> None:
 def test_render_phase_raises_render_error(tmp_path: Path) -> None:
     compiled = plangraph.analyze(ROOT / "plans" / "ppo.json")
     with pytest.raises(plangraph.RenderError):
-        compiled.render(tmp_path / "plan.xyz")
+        plangraph.render(compiled, tmp_path / "plan.xyz")
 
 
 def test_runtime_phase_raises_operator_error_naming_the_node() -> None:
@@ -156,7 +156,7 @@ def test_missing_implementation_is_refused_before_any_actor_starts() -> None:
         }
         was_running = ray.is_initialized()
         with pytest.raises(plangraph.BuildError, match=r"'noimpl'.*register_impl"):
-            plangraph.compile(plan).build()
+            plangraph.build(plangraph.compile(plan))
         assert ray.is_initialized() == was_running
     finally:
         unregister_op("NoImplOp")

@@ -72,7 +72,7 @@ def test_evaluation_seeds_are_their_own_stream() -> None:
 @pytest.mark.usefixtures("ray_session")
 def test_training_results_carry_greedy_evaluation_every_interval() -> None:
     compiled = plangraph.compile(PPO, config=SMALL)
-    with compiled.build(seed=0, evaluation_interval=2, evaluation_episodes=3) as algo:
+    with plangraph.build(compiled, seed=0, evaluation_interval=2, evaluation_episodes=3) as algo:
         results = [algo.train() for _ in range(4)]
         assert ["evaluation" in r for r in results] == [False, True, False, True]
         ev = results[1]["evaluation"]
@@ -106,9 +106,9 @@ def test_training_results_carry_greedy_evaluation_every_interval() -> None:
 def test_evaluation_settings_are_checked_before_ray_starts() -> None:
     compiled = plangraph.compile(PPO, config=SMALL)
     with pytest.raises(plangraph.BuildError, match="evaluation_episodes=0: must be an integer"):
-        compiled.build(evaluation_interval=1, evaluation_episodes=0)
+        plangraph.build(compiled, evaluation_interval=1, evaluation_episodes=0)
     with pytest.raises(plangraph.BuildError, match="evaluation_interval=-1"):
-        compiled.build(evaluation_interval=-1)
+        plangraph.build(compiled, evaluation_interval=-1)
 
 
 # -- the trained agent ----------------------------------------------------------------------

@@ -36,7 +36,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("ray_session")]
 @pytest.mark.parametrize("plan", sorted(BUDGETS))
 def test_plan_solves_cartpole_within_budget(plan: str) -> None:
     budget = BUDGETS[plan]
-    algo = plangraph.compile(PLANS / f"{plan}.json").build(env="CartPole-v1", num_workers=2, seed=0)
+    algo = plangraph.build(
+        plangraph.compile(PLANS / f"{plan}.json"), env="CartPole-v1", num_workers=2, seed=0
+    )
     try:
         result = algo.run(stop={"episode_return_mean": TARGET, "num_env_steps_sampled": budget})
     finally:
@@ -58,7 +60,9 @@ def test_plan_solves_pendulum_within_budget(plan: str) -> None:
     """Continuous actions: the mean return of the last 100 training episodes reaches -200
     on Pendulum-v1 (a random policy: about -1200) within the budget, seed 0."""
     budget = PENDULUM_BUDGETS[plan]
-    algo = plangraph.compile(PLANS / f"{plan}.json").build(env="Pendulum-v1", num_workers=2, seed=0)
+    algo = plangraph.build(
+        plangraph.compile(PLANS / f"{plan}.json"), env="Pendulum-v1", num_workers=2, seed=0
+    )
     try:
         result = algo.run(
             stop={"episode_return_mean": PENDULUM_TARGET, "num_env_steps_sampled": budget}
@@ -82,7 +86,7 @@ def test_two_trainer_solves_multi_agent_cartpole_within_budget() -> None:
     MultiAgentCartPole with 2 agents; both policies' mean return over their last 100
     episodes reaches 450 within 400,000 env steps, seed 0, each policy's counters
     advancing with its own agent steps."""
-    algo = plangraph.compile(PLANS / "two_trainer.json").build(num_workers=2, seed=0)
+    algo = plangraph.build(plangraph.compile(PLANS / "two_trainer.json"), num_workers=2, seed=0)
     keys = [f"policies/{p}/episode_return_mean" for p in ("ppo_policy", "dqn_policy")]
     try:
         while True:
@@ -116,7 +120,7 @@ def test_ppo_solves_halfcheetah_within_budget() -> None:
     reaches 1500 on HalfCheetah-v5 (a random policy: about -300) within 1,000,000 env
     steps, seed 0. ``plans/impala_pong`` has no such test: its 10,000,000 env steps take
     days at its throughput on 2 cores (``tools/bench_throughput.py``)."""
-    algo = plangraph.compile(PLANS / "ppo_halfcheetah.json").build(num_workers=2, seed=0)
+    algo = plangraph.build(plangraph.compile(PLANS / "ppo_halfcheetah.json"), num_workers=2, seed=0)
     try:
         result = algo.run(
             stop={

@@ -77,7 +77,7 @@ def test_wandb_logger_writes_an_offline_run(
     monkeypatch.delenv("WANDB_MODE", raising=False)  # the default must be offline
     monkeypatch.setenv("WANDB_SILENT", "true")
     config = {"num_envs_per_worker": 2, "rollout_fragment_length": 16, "train_batch_size": 64}
-    algo = plangraph.compile(ROOT / "plans" / "a2c.json", config=config).build(seed=0)
+    algo = plangraph.build(plangraph.compile(ROOT / "plans" / "a2c.json", config=config), seed=0)
     logger = WandbLogger(tmp_path, project="obs-test", settings={"seed": 0})
     try:
         train_until(

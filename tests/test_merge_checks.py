@@ -105,7 +105,7 @@ def test_the_refused_plan_really_hangs(ray_session: None) -> None:
     pipeline = [c for c in CHECKS if c.name != "branches-produce"]
     compiled = analyze(plan, checks=pipeline)
     assert compiled.ok, [d.format() for d in compiled.diagnostics]
-    algo = compiled.build(seed=0)
+    algo = plangraph.build(compiled, seed=0)
     try:
         with pytest.raises(PlanStalledError) as info:
             algo.train()

@@ -91,7 +91,7 @@ def _same(a: Any, b: Any) -> None:
 @pytest.mark.usefixtures("ray_session")
 def test_normalisation_statistics_survive_checkpoint_and_resume(tmp_path: Path) -> None:
     compiled = plangraph.compile(_plan())
-    with compiled.build(seed=0) as algo:
+    with plangraph.build(compiled, seed=0) as algo:
         straight = [algo.train() for _ in range(4)]
         want = _filters(algo)
     # every observation of both workers' 4 sub-envs is pooled: 4 x 128 steps + resets
@@ -101,11 +101,11 @@ def test_normalisation_statistics_survive_checkpoint_and_resume(tmp_path: Path) 
         if key != "driver":
             assert moments["count"] == want["driver"]["count"], key
     ckpt = tmp_path / "ckpt"
-    with compiled.build(seed=0) as algo:
+    with plangraph.build(compiled, seed=0) as algo:
         for _ in range(2):
             algo.train()
         algo.save(ckpt)
-    with compiled.build(seed=0) as algo:
+    with plangraph.build(compiled, seed=0) as algo:
         algo.restore(ckpt)
         resumed = [algo.train() for _ in range(2)]
         got = _filters(algo)

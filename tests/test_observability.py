@@ -80,7 +80,7 @@ def test_metric_tags_are_grouped_and_never_duplicated() -> None:
 def test_a_real_run_writes_progress_csv_and_grouped_tensorboard_tags(tmp_path: Path) -> None:
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    algo = plangraph.compile(ROOT / "plans" / "a2c.json", config=SMALL).build(seed=1)
+    algo = plangraph.build(plangraph.compile(ROOT / "plans" / "a2c.json", config=SMALL), seed=1)
     try:
         summary = train_until(
             algo, StopCriteria.parse([]), tmp_path, max_iterations=3, show_progress=False

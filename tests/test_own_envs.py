@@ -77,7 +77,7 @@ def test_an_imported_module_env_trains_on_two_workers_that_cannot_import_it() ->
     assert import_user_modules([str(OWN / "corridor.py")]) is None
     corridor = sys.modules["corridor"]
     compiled = plangraph.compile(PPO, config=SMALL)
-    with compiled.build(env=corridor.ENV_ID, seed=0) as algo:
+    with plangraph.build(compiled, env=corridor.ENV_ID, seed=0) as algo:
         results = [algo.train() for _ in range(3)]
         assert [r["num_env_steps_sampled"] for r in results] == [64, 128, 192]
         assert results[-1]["episodes_total"] > 0
@@ -115,7 +115,7 @@ def make_chain() -> gym.Env:
 @pytest.mark.usefixtures("ray_session")
 def test_build_accepts_an_env_creator_callable() -> None:
     compiled = plangraph.compile(PPO, config=SMALL)
-    with compiled.build(env=make_chain, seed=1) as algo:
+    with plangraph.build(compiled, env=make_chain, seed=1) as algo:
         results = [algo.train() for _ in range(3)]
     assert results[-1]["num_env_steps_sampled"] == 192
     assert results[-1]["episodes_total"] > 0
@@ -125,9 +125,9 @@ def test_build_accepts_an_env_creator_callable() -> None:
 def test_a_bad_env_is_refused_before_any_actor_starts() -> None:
     compiled = plangraph.compile(PPO, config=SMALL)
     with pytest.raises(plangraph.BuildError, match=r"not a registered gymnasium env.*--import"):
-        compiled.build(env="PlangraphTest/NoSuchEnv-v0")
+        plangraph.build(compiled, env="PlangraphTest/NoSuchEnv-v0")
     with pytest.raises(plangraph.BuildError, match="pass a gymnasium env id or a callable"):
-        compiled.build(env=42)
+        plangraph.build(compiled, env=42)
 
 
 def test_resolved_envs_carry_their_entry_point_and_only_local_code_ships_by_value() -> None:

@@ -346,9 +346,9 @@ def test_a_rowwise_pure_map_after_bulk_sync_rollouts_moves_onto_the_workers(
         "[rollout workers (actors), moved after rollouts by pass worker-side-maps]"
     )
     assert "\n  rollout workers  rollouts, m (moved, after rollouts)\n" in c.explain()
-    assert "ScaleColumn · on rollout workers" in c.to_dot()
+    assert "ScaleColumn · on rollout workers" in plangraph.to_dot(c)
     off = plangraph.compile(plan, disable_passes=["worker-side-maps"])
-    assert off.nodes["m"].placement == "driver" and "ScaleColumn · on" not in off.to_dot()
+    assert off.nodes["m"].placement == "driver" and "ScaleColumn · on" not in plangraph.to_dot(off)
 
 
 def test_standardize_fields_stays_on_the_driver_after_a_bulk_sync_round() -> None:

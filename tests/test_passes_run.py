@@ -57,7 +57,7 @@ def _run(
 ) -> dict[str, Any]:
     """``iterations`` results (time keys dropped), the learner weights and what ran where."""
     compiled = plangraph.compile(plan, config=config, disable_passes=off)
-    with compiled.build(seed=0, **build) as algo:
+    with plangraph.build(compiled, seed=0, **build) as algo:
         results = [algo.train() for _ in range(iterations)]
         ws = algo.ctx.worker_sets["workers"]
         if ws.remote_workers:

@@ -23,8 +23,8 @@ from plangraph.compiler import analyze, compile
 from plangraph.compiler.diff import ABSENT, PlanDiff, ValueChange, diff_plans, same_value
 from plangraph.compiler.diff_text import format_diff
 from plangraph.compiler.plan_view import PlanView, load_view
-from plangraph.render.diff import diff_to_dot, render_diff
-from plangraph.render.style import DIFF_EDGES, DIFF_STYLES
+from plangraph.diagram.diff import diff_to_dot, render_diff
+from plangraph.diagram.style import DIFF_EDGES, DIFF_STYLES
 
 ROOT = Path(__file__).resolve().parent.parent
 PLANS = ROOT / "plans"

@@ -25,7 +25,9 @@ def two_seeds(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
     dirs = []
     for seed in (0, 1):
         run_dir = root / f"a2c-CartPole-v1-seed{seed}"
-        algo = plangraph.compile(ROOT / "plans" / "a2c.json", config=SMALL).build(seed=seed)
+        algo = plangraph.build(
+            plangraph.compile(ROOT / "plans" / "a2c.json", config=SMALL), seed=seed
+        )
         try:
             train_until(
                 algo, StopCriteria.parse([]), run_dir, max_iterations=6, show_progress=False

@@ -15,13 +15,13 @@ import pytest
 
 from plangraph import cli
 from plangraph.compiler import analyze
+from plangraph.diagram import to_dot
+from plangraph.diagram.heat import heat_color
 from plangraph.flow import profile as profile_mod
 from plangraph.flow.local import LocalIterator
 from plangraph.flow.metrics import MetricsContext, phase
 from plangraph.flow.sentinel import NOT_READY
 from plangraph.ir.profile import ProfileError, RunProfile, read_profile
-from plangraph.render import to_dot
-from plangraph.render.heat import heat_color
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXED = ROOT / "tests" / "fixtures" / "profiles" / "ppo.profile.json"

@@ -20,11 +20,11 @@ from typing import Any
 import pytest
 
 from plangraph.compiler import CompiledPlan, analyze, load_plan
+from plangraph.diagram import CATEGORY_STYLES, to_dot
+from plangraph.diagram.dotlang import escape_html, quote
+from plangraph.diagram.style import ERROR_COLOR, PASSIVE_EDGE
 from plangraph.ops import all_ops
 from plangraph.ops.registry import CATEGORIES
-from plangraph.render import CATEGORY_STYLES, to_dot
-from plangraph.render.dotlang import escape_html, quote
-from plangraph.render.style import ERROR_COLOR, PASSIVE_EDGE
 
 ROOT = Path(__file__).resolve().parents[1]
 PLANS = ROOT / "plans"
@@ -88,7 +88,7 @@ def test_dot_is_deterministic_across_processes() -> None:
     """Same DOT in a fresh interpreter with another hash seed (no set/dict-order leaks)."""
     here = to_dot(seed("dqn"))
     code = (
-        "import sys; from plangraph.compiler import analyze; from plangraph.render import to_dot;"
+        "import sys; from plangraph.compiler import analyze; from plangraph.diagram import to_dot;"
         f"sys.stdout.write(to_dot(analyze({str(PLANS / 'dqn.json')!r})))"
     )
     env = {**os.environ, "PYTHONHASHSEED": "12345"}
@@ -243,10 +243,12 @@ def test_rankdir() -> None:
         to_dot(seed("a2c"), rankdir="BT")
 
 
-def test_compiled_plan_delegates_to_the_renderer() -> None:
+def test_the_top_level_to_dot_is_the_diagram_layers() -> None:
+    import plangraph
+
     compiled = seed("a2c")
-    assert compiled.to_dot() == to_dot(compiled)
-    assert compiled.to_dot(rankdir="LR") == to_dot(compiled, rankdir="LR")
+    assert plangraph.to_dot(compiled) == to_dot(compiled)
+    assert plangraph.to_dot(compiled, rankdir="LR") == to_dot(compiled, rankdir="LR")
 
 
 def test_readme_diagrams_are_current() -> None:

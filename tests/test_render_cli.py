@@ -13,7 +13,7 @@ from test_render import PLANS, seed
 
 from plangraph import cli
 from plangraph.compiler import load_plan
-from plangraph.render import to_dot
+from plangraph.diagram import to_dot
 
 needs_dot = pytest.mark.skipif(
     shutil.which("dot") is None,

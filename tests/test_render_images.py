@@ -18,15 +18,15 @@ import pytest
 from test_render import HOSTILE, PLANS, broken_a2c, hostile_plan, seed
 
 from plangraph.compiler import analyze
-from plangraph.render import (
+from plangraph.diagram import (
     DotBinaryMissingError,
     GraphvizPackageMissingError,
     UnsupportedFormatError,
     render,
-    repr_svg,
     to_dot,
+    to_svg,
 )
-from plangraph.render.style import ERROR_COLOR
+from plangraph.diagram.style import ERROR_COLOR
 
 needs_dot = pytest.mark.skipif(
     shutil.which("dot") is None,
@@ -116,11 +116,15 @@ def test_hostile_ids_pass_through_dot_as_written(tmp_path: Path) -> None:
 
 
 @needs_dot
-def test_repr_svg_for_jupyter() -> None:
+def test_the_top_level_render_draws_what_the_diagram_layer_draws(tmp_path: Path) -> None:
+    import plangraph
+
     compiled = seed("a2c")
-    svg = compiled._repr_svg_()
-    assert svg is not None and "<svg" in svg and "concat" in svg
-    assert svg == repr_svg(compiled)
+    out = plangraph.render(compiled, tmp_path / "a2c.svg")
+    svg = out.read_text(encoding="utf-8")
+    assert "<svg" in svg and "concat" in svg
+    assert svg == to_svg(compiled)
+    assert plangraph.to_dot(compiled, rankdir="LR") == to_dot(compiled, rankdir="LR")
 
 
 def test_missing_dot_binary_is_reported_as_such(
@@ -134,7 +138,8 @@ def test_missing_dot_binary_is_reported_as_such(
     assert "sudo apt-get install graphviz" in str(exc.value)
     assert not (tmp_path / "a2c.svg").exists()
     assert render(compiled, tmp_path / "a2c.dot").read_text(encoding="utf-8") == to_dot(compiled)
-    assert repr_svg(compiled) is None  # a notebook falls back to the text repr
+    with pytest.raises(DotBinaryMissingError):
+        to_svg(compiled)
 
 
 def test_missing_python_package_is_a_different_message(

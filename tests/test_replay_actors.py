@@ -189,7 +189,7 @@ def test_store_to_replay_by_worker_sends_each_workers_batches_to_its_shard() -> 
 
     plan = json.loads((PLANS / "apex.json").read_text())
     plan["nodes"]["store"]["params"]["shard"] = "by_worker"
-    algo = plangraph.compile(plan, config=SMALL).build(seed=0)
+    algo = plangraph.build(plangraph.compile(plan, config=SMALL), seed=0)
     try:
         r = algo.train()
         shards = algo.ctx.replay_actors["replay"]
@@ -212,7 +212,7 @@ def test_store_to_replay_passes_the_rollout_workers_object_ref() -> None:
     from plangraph.flow.metrics import MetricsContext, metrics_context
     from plangraph.flow.parallel import ParallelIterator
 
-    algo = _apex().build(seed=0)
+    algo = plangraph.build(_apex(), seed=0)
     try:
         ctx = algo.ctx
         ws = ctx.worker_sets["workers"]
@@ -251,7 +251,7 @@ def test_a_run_keeps_the_replay_ratio_its_training_intensity_sets(intensity: flo
     """Replayed env steps track ``intensity * (stored - learning_starts)`` at every
     iteration, within what is in flight: the shards' requests (2 shards x 4 x 32 env steps)
     and one held rollout fragment (32 env steps) of replay."""
-    algo = _apex(replay={"training_intensity": intensity}).build(seed=0)
+    algo = plangraph.build(_apex(replay={"training_intensity": intensity}), seed=0)
     try:
         for _ in range(6):
             r = algo.train()
@@ -272,7 +272,9 @@ def test_a_run_keeps_the_replay_ratio_its_training_intensity_sets(intensity: flo
 def test_priorities_land_on_the_right_shard_and_slot_and_stale_ones_are_dropped() -> None:
     import ray
 
-    algo = _apex(replay={"capacity": 64, "learning_starts": 2}).build(seed=0)  # 2 x 32 rows
+    algo = plangraph.build(
+        _apex(replay={"capacity": 64, "learning_starts": 2}), seed=0
+    )  # 2 x 32 rows
     try:
         ctx = algo.ctx
         shards = ctx.replay_actors["replay"]
@@ -353,7 +355,7 @@ def test_a_replaced_shard_ignores_priorities_of_its_predecessor() -> None:
 def test_the_learner_thread_returns_td_errors_keyed_by_shard_and_slot() -> None:
     import ray
 
-    algo = _apex(replay={"learning_starts": 2}).build(seed=0)
+    algo = plangraph.build(_apex(replay={"learning_starts": 2}), seed=0)
     try:
         ctx = algo.ctx
         shards = ctx.replay_actors["replay"]
@@ -439,7 +441,7 @@ def _monotone(results: list[dict[str, Any]]) -> None:
 def test_a_killed_replay_shard_is_replaced_and_the_run_goes_on() -> None:
     import ray
 
-    algo = _apex(replay={"max_shard_restarts": 2}).build(seed=0)
+    algo = plangraph.build(_apex(replay={"max_shard_restarts": 2}), seed=0)
     try:
         results = [algo.train() for _ in range(3)]
         assert results[-1]["num_env_steps_trained"] > 0
@@ -467,7 +469,7 @@ def test_a_killed_replay_shard_is_replaced_and_the_run_goes_on() -> None:
 def test_a_killed_replay_shard_stops_the_run_when_not_to_be_replaced() -> None:
     import ray
 
-    algo = _apex().build(seed=0)  # max_shard_restarts = 0
+    algo = plangraph.build(_apex(), seed=0)  # max_shard_restarts = 0
     try:
         algo.train()
         dead = algo.ctx.replay_actors["replay"].shards[0]
@@ -487,7 +489,7 @@ def test_a_killed_replay_shard_stops_the_run_when_not_to_be_replaced() -> None:
 def test_a_killed_rollout_worker_is_replaced_and_the_run_goes_on() -> None:
     import ray
 
-    algo = _apex(workers={"worker_restart_backoff_s": 0.05}).build(seed=0)
+    algo = plangraph.build(_apex(workers={"worker_restart_backoff_s": 0.05}), seed=0)
     try:
         results = [algo.train() for _ in range(3)]
         ws = algo.ctx.worker_sets["workers"]
@@ -510,7 +512,7 @@ def test_replay_actors_that_cannot_fit_in_rays_memory_are_refused_with_a_located
 ):
     compiled = plangraph.compile(PLANS / "apex.json", config={"buffer_size": 10**10})
     with pytest.raises(plangraph.BuildError) as info:
-        compiled.build(seed=0)
+        plangraph.build(compiled, seed=0)
     message = str(info.value)
     assert message.startswith("plans/apex.json:") and "error PG185 [replay-memory]" in message
     assert "replay actors 'replay' (4 shards) of capacity 10,000,000,000 env steps" in message
@@ -540,7 +542,7 @@ def test_compiler_accepts_replay_actors_where_each_op_can_use_them() -> None:
 
 def test_a_checkpoint_holds_every_shard_and_a_restored_run_goes_on(tmp_path: Path) -> None:
     compiled = _apex()
-    algo = compiled.build(seed=0)
+    algo = plangraph.build(compiled, seed=0)
     try:
         algo.train()
         r1 = algo.train()
@@ -551,7 +553,7 @@ def test_a_checkpoint_holds_every_shard_and_a_restored_run_goes_on(tmp_path: Pat
     finally:
         algo.stop()
     assert sum(held) > 0
-    restored = compiled.build(seed=0)
+    restored = plangraph.build(compiled, seed=0)
     try:
         restored.restore(tmp_path / "ckpt")
         shards = restored.ctx.replay_actors["replay"]

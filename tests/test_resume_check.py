@@ -47,7 +47,7 @@ def saved(ray_session: None, tmp_path_factory: pytest.TempPathFactory) -> Any:
     from plangraph.runtime.algorithm import Checkpoint
 
     path = tmp_path_factory.mktemp("dqn") / "ckpt"
-    with plangraph.compile(dqn_data()).build(seed=0) as algo:
+    with plangraph.build(plangraph.compile(dqn_data()), seed=0) as algo:
         algo.train()
         algo.train()
         algo.save(path)
@@ -202,7 +202,7 @@ def test_a_blocking_change_is_one_restore_refuses(
 ) -> None:
     data = dqn_data()
     change(data)
-    with plangraph.compile(data).build(seed=0) as algo, pytest.raises(CheckpointError):
+    with plangraph.build(plangraph.compile(data), seed=0) as algo, pytest.raises(CheckpointError):
         algo.restore(saved)
 
 
@@ -211,7 +211,7 @@ def test_a_harmless_change_restores_and_trains(saved: Any) -> None:
     data["config"]["lr"] = 0.001
     data["config"]["train_steps_per_rollout"] = 4
     assert _check(saved, data).ok
-    with plangraph.compile(data).build(seed=0) as algo:
+    with plangraph.build(plangraph.compile(data), seed=0) as algo:
         algo.restore(saved)
         result = algo.train()
     assert result["iteration"] == 3

@@ -50,7 +50,7 @@ def test_a_discrete_observation_env_trains_once_one_hot_encoded() -> None:
     plan["resources"]["workers"]["params"]["wrappers"] = [{"name": "flatten_observation"}]
     plan["config"].update(num_envs_per_worker=2, rollout_fragment_length=32, train_batch_size=128)
     compiled = plangraph.compile(plan)
-    algo = compiled.build(seed=0)  # the wrapped creator travels to the Ray actors
+    algo = plangraph.build(compiled, seed=0)  # the wrapped creator travels to the Ray actors
     try:
         result = algo.train()
         assert result["num_env_steps_trained"] == 128

@@ -25,7 +25,9 @@ SMALL = {
 
 
 def _build(**config: Any) -> Any:
-    return plangraph.compile(PLANS / "a3c.json", config={**SMALL, **config}).build(seed=0)
+    return plangraph.build(
+        plangraph.compile(PLANS / "a3c.json", config={**SMALL, **config}), seed=0
+    )
 
 
 def _same(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> bool:

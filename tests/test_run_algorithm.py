@@ -21,7 +21,7 @@ pytestmark = pytest.mark.usefixtures("ray_session")
 
 def build(plan: str, config: dict[str, Any] | None = None, **kwargs: Any) -> Algorithm:
     compiled = plangraph.compile(PLANS / f"{plan}.json", config=config)
-    return compiled.build(**kwargs)
+    return plangraph.build(compiled, **kwargs)
 
 
 @pytest.fixture
@@ -189,7 +189,7 @@ def test_rollouts_survive_a_dead_worker(mode: str) -> None:
             "output": "metrics",
         }
     )
-    algo = compiled.build(seed=1)
+    algo = plangraph.build(compiled, seed=1)
     try:
         r = algo.train()
         assert r["num_env_steps_sampled"] == 32  # 2 fragments of 2 x 8
@@ -212,7 +212,7 @@ def _weights(algo: Algorithm) -> dict[str, np.ndarray]:
 def _plan_with_policy(plan: str, config: dict[str, Any], **policy: Any) -> Algorithm:
     data = json.loads((PLANS / f"{plan}.json").read_text())
     data["resources"]["workers"]["params"]["policy"].update(policy)
-    return plangraph.compile(data, config=config).build(seed=7)
+    return plangraph.build(plangraph.compile(data, config=config), seed=7)
 
 
 @pytest.mark.parametrize(
@@ -378,7 +378,7 @@ def test_user_operator_runs_in_a_plan() -> None:
         },
         "output": "metrics",
     }
-    algo = plangraph.compile(plan).build(seed=0)
+    algo = plangraph.build(plangraph.compile(plan), seed=0)
     try:
         r = algo.train()
         assert seen == [3.0]  # CartPole's +1 reward, scaled on the driver
@@ -430,7 +430,7 @@ def test_generic_combinators_lowered() -> None:
         },
         "output": "metrics",
     }
-    algo = plangraph.compile(plan).build(seed=0)
+    algo = plangraph.build(plangraph.compile(plan), seed=0)
     try:
         seen = []
         for _ in range(8):

@@ -78,7 +78,7 @@ def _batches(algo: Any, n: int, rows: int) -> list[Any]:
 def test_back_pressure_never_loses_a_batch() -> None:
     """A full in-queue makes Enqueue retry the same batch; every batch is trained once."""
     compiled = plangraph.compile(_async_plan("ppo", inqueue_size=1))
-    algo = compiled.build(seed=0)
+    algo = plangraph.build(compiled, seed=0)
     try:
         batches = _batches(algo, 12, 2048)  # PPO steps on 2048 rows: slower than a put
         ctx = algo.ctx
@@ -99,7 +99,7 @@ def test_back_pressure_never_loses_a_batch() -> None:
 
 
 def test_async_plan_trains_and_overlaps_sampling() -> None:
-    algo = plangraph.compile(_async_plan()).build(seed=0)
+    algo = plangraph.build(plangraph.compile(_async_plan()), seed=0)
     try:
         for _ in range(3):
             r = algo.train()
@@ -120,7 +120,7 @@ def test_async_plan_trains_and_overlaps_sampling() -> None:
 def test_per_actor_weight_sync_sends_only_to_the_source_actor() -> None:
     """With a delay of 2 batches per actor, each actor's syncs follow its own batches."""
     compiled = plangraph.compile(_async_plan(delay=2))
-    algo = compiled.build(seed=0)
+    algo = plangraph.build(compiled, seed=0)
     try:
         ctx = algo.ctx
         ws = ctx.worker_sets["workers"]
@@ -151,7 +151,7 @@ def test_per_actor_weight_sync_sends_only_to_the_source_actor() -> None:
 
 def test_learner_error_surfaces_at_the_driver_naming_the_node() -> None:
     compiled = plangraph.compile(_async_plan())
-    algo = compiled.build(seed=0)
+    algo = plangraph.build(compiled, seed=0)
     try:
         ctx = algo.ctx
         bad = _batches(algo, 1, 64)[0]
@@ -175,7 +175,7 @@ def test_learner_error_surfaces_at_the_driver_naming_the_node() -> None:
 
 def test_checkpoint_of_an_async_run_continues_counters_and_learner(tmp_path: Path) -> None:
     compiled = plangraph.compile(_async_plan())
-    algo = compiled.build(seed=0)
+    algo = plangraph.build(compiled, seed=0)
     try:
         algo.train()
         r1 = algo.train()
@@ -187,7 +187,7 @@ def test_checkpoint_of_an_async_run_continues_counters_and_learner(tmp_path: Pat
             weights = copy.deepcopy(algo.ctx.worker_sets["workers"].local_policy.get_weights())
     finally:
         algo.stop()
-    restored = compiled.build(seed=0)
+    restored = plangraph.build(compiled, seed=0)
     try:
         restored.restore(tmp_path / "ckpt")
         assert restored.ctx.learners["learner"].version == version
@@ -244,7 +244,7 @@ def test_a_checkpoint_pairs_the_learner_weights_with_their_version(tmp_path: Pat
     """``save()`` while the learner thread trains: the checkpoint holds the weights of the
     version it records, not those of an update made while the rest was being saved."""
     compiled = plangraph.compile(_async_plan())
-    algo = compiled.build(seed=0)
+    algo = plangraph.build(compiled, seed=0)
     try:
         learner = algo.ctx.learners["learner"]
         policy = algo.ctx.worker_sets["workers"].local_policy

@@ -74,7 +74,7 @@ def test_a_run_keeps_k_checkpoints_plus_the_best_by_its_score(tmp_path: Path) ->
     config = {"num_envs_per_worker": 2, "rollout_fragment_length": 16, "train_batch_size": 64}
     compiled = plangraph.compile(PPO, config=config)
     metric = "episode_return_mean"
-    with compiled.build(seed=0) as algo:
+    with plangraph.build(compiled, seed=0) as algo:
         summary = train_until(
             algo,
             StopCriteria.parse({}),

@@ -44,7 +44,7 @@ pytestmark = pytest.mark.usefixtures("ray_session")
 
 
 def _two_trainer(**kwargs: Any) -> Any:
-    return plangraph.compile(PLANS / "two_trainer.json", config=SMALL).build(**kwargs)
+    return plangraph.build(plangraph.compile(PLANS / "two_trainer.json", config=SMALL), **kwargs)
 
 
 def test_two_trainer_counts_env_and_agent_steps_per_policy() -> None:
@@ -177,7 +177,7 @@ def test_a_pettingzoo_env_runs_through_a_plan() -> None:
     )
     compiled = plangraph.compile(plan)
     assert compiled.ok, compiled.diagnostics
-    algo = compiled.build(seed=0)
+    algo = plangraph.build(compiled, seed=0)
     try:
         before = {
             pid: {k: np.array(v) for k, v in p.get_weights().items()}

@@ -74,11 +74,11 @@ def _straight_and_saved(name: str, tmp_path: Path) -> tuple[list[dict], dict, Pa
     """The straight run's last K/2 results and final weights; a checkpoint after K/2."""
     k = ITERATIONS[name]
     compiled = plangraph.compile(_plan(name))
-    with compiled.build(seed=0) as algo:
+    with plangraph.build(compiled, seed=0) as algo:
         straight = [algo.train() for _ in range(k)]
         want_weights = _weights(algo)
     ckpt = tmp_path / f"{name}_ckpt"
-    with compiled.build(seed=0) as algo:
+    with plangraph.build(compiled, seed=0) as algo:
         for _ in range(k // 2):
             algo.train()
         algo.save(ckpt)
@@ -108,7 +108,7 @@ def test_resume_in_a_fresh_algorithm_is_the_uninterrupted_run(
     ray_session: None, tmp_path: Path, name: str
 ) -> None:
     want, want_weights, ckpt = _straight_and_saved(name, tmp_path)
-    with plangraph.compile(_plan(name)).build(seed=0) as algo:
+    with plangraph.build(plangraph.compile(_plan(name)), seed=0) as algo:
         algo.restore(ckpt)
         got = [_comparable(algo.train()) for _ in range(len(want))]
         got_weights = _weights(algo)
@@ -122,7 +122,7 @@ import numpy as np
 import plangraph
 
 plan, ckpt, address, iterations, out = sys.argv[1:]
-with plangraph.compile(plan).build(seed=0, address=address) as algo:
+with plangraph.build(plangraph.compile(plan), seed=0, address=address) as algo:
     algo.restore(ckpt)
     results = [algo.train() for _ in range(int(iterations))]
     import ray

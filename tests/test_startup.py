@@ -38,7 +38,7 @@ def test_an_env_that_cannot_be_created_is_a_build_error_naming_it() -> None:
         ROOT / "plans" / "ppo.json", config={"env": "PlangraphTest/Broken-v0", "num_workers": 1}
     )
     with pytest.raises(BuildError, match="cannot be created") as err:
-        compiled.build(seed=0)
+        plangraph.build(compiled, seed=0)
     assert "'PlangraphTest/Broken-v0'" in str(err.value)
     assert "licence file is missing" in str(err.value)
 
@@ -52,7 +52,7 @@ def test_the_learner_starts_from_spaces_read_in_the_driver() -> None:
     import plangraph
 
     compiled = plangraph.compile(ROOT / "plans" / "ppo.json", config={"num_workers": 2})
-    algo = compiled.build(seed=0)
+    algo = plangraph.build(compiled, seed=0)
     try:
         ws = algo.ctx.worker_sets["workers"]
         learner = ws.local_policy.get_weights()

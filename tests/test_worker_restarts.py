@@ -49,7 +49,7 @@ def build_a2c(env: str, **worker_params: Any) -> Algorithm:
         "rollout_fragment_length": 8,
         "train_batch_size": 32,
     }
-    return plangraph.compile(plan, config=config).build(seed=0)
+    return plangraph.build(plangraph.compile(plan, config=config), seed=0)
 
 
 @pytest.fixture
@@ -153,7 +153,7 @@ def test_the_watchdog_names_a_replay_that_never_reaches_learning_starts(
         "buffer_size": 1_000_000,
         "learning_starts": 1_000_000,
     }
-    algo = plangraph.compile(plan, config=config).build(seed=0)
+    algo = plangraph.build(plangraph.compile(plan, config=config), seed=0)
     algos.append(algo)
     with pytest.raises(PlanStalledError) as info:
         algo.train()

@@ -25,7 +25,9 @@ PLAN = Path(__file__).resolve().parent.parent / "plans" / "ppo.json"
 
 def run(iterations: int, interval: int, episodes: int) -> dict[str, float]:
     compiled = plangraph.compile(PLAN)
-    with compiled.build(seed=0, evaluation_interval=interval, evaluation_episodes=episodes) as algo:
+    with plangraph.build(
+        compiled, seed=0, evaluation_interval=interval, evaluation_episodes=episodes
+    ) as algo:
         results = [algo.train() for _ in range(iterations)]
     train_s = statistics.mean(r["time_this_iter_s"] for r in results)
     evals = [r["evaluation"] for r in results if "evaluation" in r]

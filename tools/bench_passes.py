@@ -108,7 +108,7 @@ def _worker_map_ms(algo: Any, node: str) -> float:
 
 def measure(plan: Any, config: dict[str, Any], off: tuple[str, ...], iterations: int) -> dict:
     compiled = plangraph.compile(plan, config=config, disable_passes=off)
-    with compiled.build(seed=0) as algo:
+    with plangraph.build(compiled, seed=0) as algo:
         algo.train()  # warm-up: actors started, first weights sent
         state = algo.run_state
         ws = algo.ctx.worker_sets["workers"]

@@ -63,7 +63,7 @@ def measure(
     config = {"min_env_steps_per_iter": 1000} if plan in ("impala", "a3c", "apex") else {}
     config.update(placement or {})
     compiled = plangraph.compile(ROOT / "plans" / f"{plan}.json", config=config)
-    algo = compiled.build(env=ENV, num_workers=workers, seed=0, address=address)
+    algo = plangraph.build(compiled, env=ENV, num_workers=workers, seed=0, address=address)
     try:
         first = algo.train()  # warm-up: actors started, first weights synced
         if address:

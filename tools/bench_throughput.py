@@ -75,7 +75,7 @@ def end_to_end(name: str, iterations: int) -> tuple[float, float]:
     import plangraph
 
     compiled = plangraph.compile(ROOT / "plans" / f"{name}.json", config=E2E_CONFIG.get(name))
-    algo = compiled.build(seed=0)
+    algo = plangraph.build(compiled, seed=0)
     try:
         first = algo.train()  # warm-up: actors started, first weights synced
         started = time.perf_counter()

@@ -316,7 +316,7 @@ def check(
         except Exception as exc:
             fails.append(Failure(f"diagnostic {d.code} unprintable", _short(exc)))
     try:
-        dot_text = compiled.to_dot().encode("utf-8")
+        dot_text = plangraph.to_dot(compiled).encode("utf-8")
     except Exception as exc:
         fails.append(Failure(f"to_dot raised {type(exc).__name__}", _short(exc)))
     else:

@@ -59,7 +59,7 @@ def fingerprint(plan: str, iterations: int) -> dict[str, Any]:
     import plangraph
 
     compiled = plangraph.compile(ROOT / "plans" / f"{plan}.json")
-    algo = compiled.build(seed=0)
+    algo = plangraph.build(compiled, seed=0)
     try:
         result: dict[str, Any] = {}
         for _ in range(iterations):

@@ -6,7 +6,7 @@ For every ``plans/*.json``: ``docs/diagrams/<name>.dot`` (what was drawn) and
 ``plangraph diff`` (``docs/diagrams/diff_a2c__a2c_microbatch.dot`` and ``.png``). The
 README block between ``<!-- diagrams:begin -->`` and ``<!-- diagrams:end -->`` is
 rewritten to show the seed plans' JSON next to their PNG, and the style table (from
-``plangraph.render.style``).
+``plangraph.diagram.style``).
 
 Usage: ``.venv/bin/python tools/render_diagrams.py [--check]``. With ``--check`` nothing
 is written; the exit status is 1 if a .dot, a .png or the README block is out of date
@@ -28,9 +28,9 @@ sys.path.insert(0, str(ROOT))
 from plangraph.compiler import analyze  # noqa: E402
 from plangraph.compiler.diff import diff_plans  # noqa: E402
 from plangraph.compiler.plan_view import load_view  # noqa: E402
-from plangraph.render import CATEGORY_STYLES, RESOURCE_STYLE, render, to_dot  # noqa: E402
-from plangraph.render.diff import diff_to_dot, render_diff  # noqa: E402
-from plangraph.render.style import NodeStyle  # noqa: E402
+from plangraph.diagram import CATEGORY_STYLES, RESOURCE_STYLE, render, to_dot  # noqa: E402
+from plangraph.diagram.diff import diff_to_dot, render_diff  # noqa: E402
+from plangraph.diagram.style import NodeStyle  # noqa: E402
 
 PLANS = ROOT / "plans"
 OUT = ROOT / "docs" / "diagrams"
@@ -89,8 +89,8 @@ def readme_section() -> str:
         textwrap.fill(
             "Every plan draws itself from the compiler's typed graph: "
             "`plangraph render PLAN -o plan.svg` (or `.png`, `.dot`; `--rankdir LR`; "
-            "`--set key=value` overrides config), `compiled.render(path)` and `compiled.to_dot()` "
-            "in Python, and a compiled plan shows itself in Jupyter. Node labels give the id "
+            "`--set key=value` overrides config), `plangraph.render(compiled, path)` and "
+            "`plangraph.to_dot(compiled)` in Python. Node labels give the id "
             "(bold), the operator and the params the plan sets, with `${config}` references "
             "resolved; edges carry the inferred item type; resources are cylinders with dashed "
             "read/write edges; `Concurrently` shows its mode, weights and which inputs are "

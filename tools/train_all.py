@@ -134,7 +134,7 @@ def train_one(
 
     compiled = plangraph.compile(PLANS_DIR / f"{plan}.json", config=config or None)
     started = time.perf_counter()
-    algo = compiled.build(env=env, num_workers=num_workers, seed=seed)
+    algo = plangraph.build(compiled, env=env, num_workers=num_workers, seed=seed)
     try:
         best: float | None = None
         result: dict[str, Any] = {}

@@ -68,8 +68,8 @@ def run(args: argparse.Namespace) -> int:
     from plangraph.compiler.diff import diff_plans
     from plangraph.compiler.diff_text import format_diff
     from plangraph.compiler.plan_view import load_view
+    from plangraph.diagram import SUFFIXES, UnsupportedFormatError
     from plangraph.errors import PlangraphError
-    from plangraph.render import SUFFIXES, UnsupportedFormatError
 
     out: Path | None = args.out
     if out is not None and out.suffix.lower() not in SUFFIXES:
@@ -99,8 +99,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _draw(diff: Any, out: Path, rankdir: str) -> bool:
-    from plangraph.render import DotBinaryMissingError, GraphvizPackageMissingError, RenderError
-    from plangraph.render.diff import render_diff
+    from plangraph.diagram import DotBinaryMissingError, GraphvizPackageMissingError, RenderError
+    from plangraph.diagram.diff import render_diff
 
     try:
         render_diff(diff, out, rankdir=rankdir)

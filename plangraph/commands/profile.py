@@ -70,7 +70,7 @@ def load_run_plan(run_dir: Path) -> Any:
 
 def draw(compiled: Any, profile: Any, out: Path, rankdir: str) -> int:
     """Draw ``compiled`` with ``profile`` to ``out``; an exit code (3: .dot written instead)."""
-    from plangraph.render import (
+    from plangraph.diagram import (
         SUFFIXES,
         DotBinaryMissingError,
         GraphvizPackageMissingError,

@@ -76,7 +76,7 @@ def _say(msg: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     # Only the compiler and the renderer: neither imports ray or torch.
-    from plangraph.render import (
+    from plangraph.diagram import (
         SUFFIXES,
         DotBinaryMissingError,
         GraphvizPackageMissingError,

@@ -443,13 +443,15 @@ def _train(launch: _Launch, args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from plangraph.errors import BuildError, CheckpointError
+    from plangraph.runtime import build
     from plangraph.runtime.retention import Retention
     from plangraph.runtime.run_loop import ignoring_sigint, summary_table, train_until
 
     console = Console(stderr=True)
     run_dir = launch.run_dir
     try:
-        algo = launch.compiled.build(
+        algo = build(
+            launch.compiled,
             env=launch.env,
             num_workers=launch.num_workers,
             seed=launch.seed,
@@ -650,9 +652,11 @@ def _plan_env(compiled: Any) -> str | None:
 def _write_plan_files(compiled: Any, ran: Any, run_dir: Path) -> None:
     """The plan as it runs (``ran``: ``Algorithm.plan_that_ran``, a plan file again) and
     as compiled, drawn (DOT, plus SVG when graphviz is installed)."""
+    from plangraph.diagram import render, to_dot
+
     (run_dir / "plan.json").write_text(ran.to_json(), encoding="utf-8")
     try:
-        (run_dir / "plan.dot").write_text(compiled.to_dot(), encoding="utf-8")
-        compiled.render(run_dir / "plan.svg")
+        (run_dir / "plan.dot").write_text(to_dot(compiled), encoding="utf-8")
+        render(compiled, run_dir / "plan.svg")
     except Exception as exc:  # drawing is a convenience; a missing `dot` must not stop training
         print(f"plangraph run: note: plan not drawn as SVG ({exc})", file=sys.stderr)

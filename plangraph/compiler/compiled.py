@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
@@ -163,6 +162,10 @@ class CompiledPlan:
     lowering. Both have the same nodes, edges and placements; the executed one may have
     other params (e.g. a sized ``rollout_fragment_length``). ``disabled_passes``: the
     passes turned off for this compilation.
+
+    Drawing and running a compiled plan belong to the layers above the compiler:
+    ``plangraph.render(compiled, path)`` / ``plangraph.to_dot(compiled)``
+    (``plangraph.diagram``) and ``plangraph.build(compiled, ...)`` (``plangraph.runtime``).
     """
 
     plan: Plan
@@ -524,43 +527,6 @@ class CompiledPlan:
                 head = "" if r.status == "off" else "not applied: "
                 lines += _wrap(f"{head}{note}", pad)
         return lines
-
-    # -- delegation to other layers (imported lazily: they may pull in ray/graphviz) ------
-
-    def to_dot(self, rankdir: str = "TB") -> str:
-        from plangraph import render
-
-        return render.to_dot(self, rankdir=rankdir)
-
-    def render(self, path: str | Path, rankdir: str = "TB") -> Path:
-        from plangraph import render
-
-        return render.render(self, path, rankdir=rankdir)
-
-    def _repr_svg_(self) -> str:
-        """SVG for Jupyter: rendered by ``plangraph.render`` into a temporary file."""
-        import tempfile
-
-        from plangraph import render
-
-        with tempfile.TemporaryDirectory() as tmp:
-            out = render.render(self, Path(tmp) / "plan.svg")
-            return Path(out).read_text(encoding="utf-8")
-
-    def build(self, **kwargs: Any) -> Any:
-        """Lower :attr:`executed` (the optimisation passes' plan) to runtime iterators on
-        Ray; returns an ``Algorithm``.
-
-        Raises :class:`~plangraph.compiler.diagnostics.PlanValidationError` if the plan
-        has errors.
-        """
-        if not self.ok:
-            from plangraph.compiler.diagnostics import PlanValidationError
-
-            raise PlanValidationError(self.diagnostics, self)
-        from plangraph import runtime
-
-        return runtime.build(self, **kwargs)
 
 
 _WHERE = {

@@ -19,7 +19,7 @@ A :class:`PlanDiff` holds, in a deterministic order:
 
 :meth:`PlanDiff.to_dict` is the ``--format json`` form (sorted keys when dumped; lists in
 a stable order); ``plangraph.compiler.diff_text`` writes the text form and
-``plangraph.render.diff`` the diagram. Imports networkx only (no ray, no torch).
+``plangraph.diagram.diff`` the diagram. Imports networkx only (no ray, no torch).
 """
 
 from __future__ import annotations

@@ -2,8 +2,9 @@
 
 Knows nothing of plans, operators or RL: local and parallel iterators (``local``,
 ``parallel``, ``_shard``), union/``Concurrently`` (``concurrency``), the not-ready and
-end-of-stream sentinels (``sentinel``), the shared metrics context (``metrics``) and
-``OperatorError`` (``errors``). The plan executor (``plangraph.runtime``) builds plans on it.
+end-of-stream sentinels (``sentinel``), the shared metrics context (``metrics``; its
+timers, ``timer``; its profile, ``profile``) and ``OperatorError`` (``errors``). The plan
+executor (``plangraph.runtime``) builds plans on it.
 
 Importing this package is cheap (no ray): ``plangraph.flow.iterators`` is the public face
 (``LocalIterator``, ``ParallelIterator``, ``NOT_READY``); import it, or a submodule, when

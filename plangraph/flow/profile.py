@@ -25,10 +25,9 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from plangraph.flow.metrics import Timer
+from plangraph.flow.timer import Timer
 
 __all__ = ["PHASES", "FlowProfile", "NodeTotals"]
 

@@ -16,10 +16,10 @@ problem at once.
 
 from __future__ import annotations
 
+import inspect
 import json
 import math
 import os
-import sys
 from collections.abc import Mapping
 from typing import Any, Protocol
 
@@ -253,8 +253,12 @@ class Plan(_IRModel):
             output=out_id,
         )
         smap = SourceMap(file=None)
-        caller = sys._getframe(1)
-        smap.values[""] = Location(_display(caller.f_code.co_filename), caller.f_lineno)
+        # One variable, so this frame does not end up referring to itself. currentframe()
+        # is None where the interpreter keeps no frames: the plan then has no location.
+        caller = inspect.currentframe()
+        caller = caller.f_back if caller is not None else None
+        if caller is not None:
+            smap.values[""] = Location(_display(caller.f_code.co_filename), caller.f_lineno)
         for node_id, loc in locations.items():
             smap.values[f"/nodes/{node_id}"] = loc
         plan._source = smap

@@ -23,10 +23,10 @@ together with the file:line of the call.
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import os
 import re
-import sys
 from collections.abc import Iterable
 from typing import Any
 
@@ -58,7 +58,8 @@ class PlanBuildError(PlanError):
 
 def _caller_location() -> Location | None:
     """file:line of the first frame outside plangraph.ops / plangraph.ir."""
-    frame = sys._getframe(1)
+    frame = inspect.currentframe()  # None where the interpreter keeps no frames
+    frame = frame.f_back if frame is not None else None
     while frame is not None:
         fname = frame.f_code.co_filename
         if not os.path.abspath(fname).startswith(_OWN_DIRS):

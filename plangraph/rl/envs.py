@@ -2,9 +2,9 @@
 
 A user registers an env the way gymnasium users do, ``gymnasium.register(id, entry_point=
 MyEnv)``, in a Python plan file or in a module named with ``--import``; or passes a
-creator from Python, ``compiled.build(env=lambda: MyEnv())``. Only the driver ran that
-registration: a rollout worker is another process (on a cluster, another machine) whose
-gymnasium registry knows none of it. So the driver resolves the env once
+creator from Python, ``plangraph.build(compiled, env=lambda: MyEnv())``. Only the driver
+ran that registration: a rollout worker is another process (on a cluster, another
+machine) whose gymnasium registry knows none of it. So the driver resolves the env once
 (:func:`resolve_env`) into a self-contained creator, :class:`GymEnvCreator`: the
 registered ``EnvSpec`` with its entry point replaced by the class or function it names.
 Ray pickles that creator (cloudpickle) into each worker's constructor; the worker calls

@@ -77,7 +77,7 @@ from plangraph.rl.postprocessing import compute_gae, compute_n_step_returns
 from plangraph.rl.row_layout import action_row, sample_row_layout
 from plangraph.rl.sample_batch import SampleBatch
 from plangraph.rl.seeding import derive_seeds
-from plangraph.rl.worker_gradients import WorkerGradients, sample_and_compute_gradients
+from plangraph.rl.worker_gradients import WorkerGradients
 from plangraph.rl.wrappers import make_env
 
 # Torch loads only where a torch policy is built: a worker sampling with numpy never
@@ -367,10 +367,27 @@ class RolloutWorker:
 
         A worker that samples with a numpy copy of the policy (``numpy_inference``) swaps
         it for the torch policy first, carrying its weights, epsilon timestep and action
-        sampler over: gradients need torch's autograd."""
+        sampler over: gradients need torch's autograd.
+
+        Returns:
+            ``WorkerGradients`` of ``num_envs * rollout_fragment_length`` env steps.
+
+        Raises:
+            KeyError: the policy's loss needs a column the fragment lacks.
+        """
         if not hasattr(self.policy, "compute_gradients"):
             self._use_torch_policy()
-        return sample_and_compute_gradients(self)
+        batch = self.sample()
+        grads, stats = self.policy.compute_gradients(batch)
+        return WorkerGradients(
+            grads=[np.asarray(g, dtype=np.float32) for g in grads],
+            stats={k: float(v) for k, v in stats.items() if np.ndim(v) == 0},
+            count=batch.env_steps(),
+            episode_returns=batch.episode_returns,
+            episode_lengths=batch.episode_lengths,
+            policy_version=self.policy_version,
+            worker_index=self.worker_index,
+        )
 
     def _use_torch_policy(self) -> None:
         from plangraph.rl.policies import make_policy

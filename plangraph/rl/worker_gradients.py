@@ -3,25 +3,21 @@
 A3C (Mnih et al. 2016, Algorithm S3) has each actor-learner sample a short rollout,
 compute the gradient of the actor-critic loss on it with its own copy of the weights, and
 send that gradient (not the samples) to the shared parameters; the learner applies it and
-sends the new weights back to that actor alone. :func:`sample_and_compute_gradients` is
-the worker's part: one ``RolloutWorker.sample()`` (postprocessed on the worker: GAE with
-the worker's value head), then ``policy.compute_gradients`` on it, with no optimizer step
-(the worker's policy copy never steps its optimizer). What travels back to the driver is
-a :class:`WorkerGradients`: float32 arrays, which Ray's object store moves without
-pickling their data.
+sends the new weights back to that actor alone.
+``RolloutWorker.sample_and_compute_gradients`` is the worker's part: one
+``RolloutWorker.sample()`` (postprocessed on the worker: GAE with the worker's value head),
+then ``policy.compute_gradients`` on it, with no optimizer step (the worker's policy copy
+never steps its optimizer). What travels back to the driver is a :class:`WorkerGradients`:
+float32 arrays, which Ray's object store moves without pickling their data.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from plangraph.rl.rollout_worker import RolloutWorker
-
-__all__ = ["WorkerGradients", "sample_and_compute_gradients"]
+__all__ = ["WorkerGradients"]
 
 
 @dataclass(frozen=True)
@@ -49,26 +45,3 @@ class WorkerGradients:
     episode_lengths: np.ndarray
     policy_version: int
     worker_index: int
-
-
-def sample_and_compute_gradients(worker: RolloutWorker) -> WorkerGradients:
-    """Sample one fragment on ``worker`` and compute its policy's gradients on it.
-
-    Returns:
-        :class:`WorkerGradients` of ``worker.num_envs * worker.rollout_fragment_length``
-        env steps.
-
-    Raises:
-        KeyError: the policy's loss needs a column the fragment lacks.
-    """
-    batch = worker.sample()
-    grads, stats = worker.policy.compute_gradients(batch)
-    return WorkerGradients(
-        grads=[np.asarray(g, dtype=np.float32) for g in grads],
-        stats={k: float(v) for k, v in stats.items() if np.ndim(v) == 0},
-        count=batch.env_steps(),
-        episode_returns=batch.episode_returns,
-        episode_lengths=batch.episode_lengths,
-        policy_version=worker.policy_version,
-        worker_index=worker.worker_index,
-    )

@@ -1,7 +1,7 @@
 """``Algorithm``: a compiled plan lowered onto Ray actors, trained one iteration at a time.
 
 compiled = plangraph.compile("plans/ppo.json")
-algo = compiled.build(env="CartPole-v1", num_workers=2, seed=0)
+algo = plangraph.build(compiled, env="CartPole-v1", num_workers=2, seed=0)
 result = algo.train()              # one iteration: a ``Result`` (plangraph.runtime.result)
 algo.run(stop={"episode_return_mean": 475})
 algo.run_state.counters             # the run's counters, iteration, time, episode window
@@ -157,7 +157,7 @@ class Checkpoint:
 class Algorithm:
     """A running plan: worker sets and replay buffers as declared, the dataflow lowered.
 
-    Built by ``CompiledPlan.build(env=None, num_workers=None, seed=0, address=None)``;
+    Built by ``plangraph.build(compiled, env=None, num_workers=None, seed=0, address=None)``;
     ``env``/``num_workers`` override every ``WorkerSet`` resource of the plan. ``env`` is a
     gymnasium env id (registered in this process: by gymnasium, a Python plan file or a
     module you imported) or a callable returning a ``gym.Env``; either travels to every
@@ -192,7 +192,7 @@ class Algorithm:
         if not compiled.ok:
             from plangraph.compiler import PlanValidationError
 
-            raise PlanValidationError(compiled.diagnostics)
+            raise PlanValidationError(compiled.diagnostics, compiled)
         from plangraph.runtime.lowering import check_implementations, lower_plan
 
         # The declared plan is what a run records (plan.json); the optimisation passes'

@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from plangraph.flow.metrics import MetricsContext, Timer
+from plangraph.flow.metrics import MetricsContext
+from plangraph.flow.timer import Timer
 from plangraph.runtime.counters import (
     AGENT_SAMPLED,
     AGENT_TRAINED,

@@ -15,7 +15,7 @@ What is drawn, in this order (so the text is stable for snapshots and diffs):
 
 With a run's ``profile`` (``plangraph.ir.profile.RunProfile``) the nodes are filled with
 their heat colour and labelled with their share of wall time, time per call and calls
-per iteration, and the edges with their items per second (``plangraph.render.heat``).
+per iteration, and the edges with their items per second (``plangraph.diagram.heat``).
 
 Diagnostics are attached where they point: an ``/nodes/<id>/inputs/<i>`` pointer marks
 that edge, other ``/nodes/<id>...`` pointers (or ``Diagnostic.node``) mark the node and
@@ -31,11 +31,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from plangraph.ir.refs import resource_ref_id
-from plangraph.render import heat
-from plangraph.render.dotlang import DotWriter, Html, clip, escape_html
-from plangraph.render.labels import Mark, ParamLine, box_label, edge_label, tooltip
-from plangraph.render.style import (
+from plangraph.diagram import heat
+from plangraph.diagram.dotlang import DotWriter, Html, clip, escape_html
+from plangraph.diagram.labels import Mark, ParamLine, box_label, edge_label, tooltip
+from plangraph.diagram.style import (
     CATEGORY_STYLES,
     DATA_EDGE,
     ERROR_COLOR,
@@ -52,6 +51,7 @@ from plangraph.render.style import (
     NodeStyle,
     category_style,
 )
+from plangraph.ir.refs import resource_ref_id
 from plangraph.text import brief
 
 if TYPE_CHECKING:

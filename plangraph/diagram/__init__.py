@@ -5,36 +5,38 @@ Public API:
 * :func:`to_dot` (``compiled -> str``): deterministic DOT, no Graphviz needed;
 * :func:`render` (``compiled, path -> Path``): format from the suffix (``.dot``/``.gv``,
   ``.svg``, ``.png``);
-* :func:`to_svg` / :func:`repr_svg`: SVG text (the latter for Jupyter's ``_repr_svg_``);
+* :func:`to_svg` (``compiled -> str``): SVG text (needs ``dot``);
 * :class:`RenderError` and its subclasses for each reason a drawing cannot be made;
 * :data:`CATEGORY_STYLES`: the style table keyed by operator category.
 
 Imports neither ray nor torch; the ``graphviz`` package is imported only to run ``dot``.
+
+``plangraph.render`` and ``plangraph.to_dot`` are this package's :func:`render` and
+:func:`to_dot`. (The package is named ``diagram``, not ``render``: a subpackage
+``plangraph.render`` would replace the function ``plangraph.render`` on the package as
+soon as it was imported.)
 """
 
 from __future__ import annotations
 
-from plangraph.render.errors import (
+from plangraph.diagram.errors import (
     DotBinaryMissingError,
     DotFailedError,
     GraphvizPackageMissingError,
     RenderError,
     UnsupportedFormatError,
 )
-from plangraph.render.graph import RANKDIRS, to_dot
-from plangraph.render.output import (
+from plangraph.diagram.graph import RANKDIRS, to_dot
+from plangraph.diagram.output import (
     DOT_SUFFIXES,
     IMAGE_SUFFIXES,
     SUFFIXES,
     dot_binary,
     render,
-    repr_svg,
     run_dot,
     to_svg,
 )
-from plangraph.render.style import CATEGORY_STYLES, RESOURCE_STYLE, NodeStyle
-
-_repr_svg_ = repr_svg  # the name CompiledPlan._repr_svg_ delegates to
+from plangraph.diagram.style import CATEGORY_STYLES, RESOURCE_STYLE, NodeStyle
 
 __all__ = [
     "CATEGORY_STYLES",
@@ -51,7 +53,6 @@ __all__ = [
     "UnsupportedFormatError",
     "dot_binary",
     "render",
-    "repr_svg",
     "run_dot",
     "to_dot",
     "to_svg",

@@ -11,13 +11,13 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from plangraph.render.errors import (
+from plangraph.diagram.errors import (
     DotBinaryMissingError,
     DotFailedError,
     GraphvizPackageMissingError,
     UnsupportedFormatError,
 )
-from plangraph.render.graph import to_dot
+from plangraph.diagram.graph import to_dot
 
 if TYPE_CHECKING:
     from types import ModuleType
@@ -68,18 +68,6 @@ def run_dot(dot_source: str, fmt: str) -> bytes:
 def to_svg(compiled: CompiledPlan, rankdir: str = "TB") -> str:
     """The plan drawn as an SVG document (needs ``dot``; see :func:`run_dot` for errors)."""
     return run_dot(to_dot(compiled, rankdir=rankdir), "svg").decode("utf-8")
-
-
-def repr_svg(compiled: CompiledPlan) -> str | None:
-    """SVG for Jupyter's ``_repr_svg_``; ``None`` (text repr instead) when it cannot draw.
-
-    A display hook must not raise: without Graphviz the notebook falls back to the plain
-    repr, and ``compiled.render("plan.svg")`` explains what is missing.
-    """
-    try:
-        return to_svg(compiled)
-    except (GraphvizPackageMissingError, DotBinaryMissingError):
-        return None
 
 
 def render(

@@ -1,6 +1,6 @@
 """HTML-like labels: bold id, operator name, key params with resolved config values.
 
-Everything user-written passes through :func:`plangraph.render.dotlang.escape_html`, so ids
+Everything user-written passes through :func:`plangraph.diagram.dotlang.escape_html`, so ids
 and values such as ``"x"``, ``<b>`` or ``a & b`` are shown exactly as written.
 """
 
@@ -13,8 +13,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from plangraph.render.dotlang import Html, escape_html
-from plangraph.render.style import ERROR_COLOR, MUTED_COLOR, WARNING_COLOR
+from plangraph.diagram.dotlang import Html, escape_html
+from plangraph.diagram.style import ERROR_COLOR, MUTED_COLOR, WARNING_COLOR
 from plangraph.text import brief, printable
 
 MAX_VALUE_CHARS = 40

@@ -27,13 +27,12 @@ from plangraph.compiler.diff import (
     ValueChange,
 )
 from plangraph.compiler.diff_text import format_value, summary_line
-from plangraph.ops import registry
-from plangraph.render.dotlang import DotWriter, Html, clip, escape_html
-from plangraph.render.errors import UnsupportedFormatError
-from plangraph.render.graph import RANKDIRS, _has_path
-from plangraph.render.labels import ParamLine, box_label, edge_label
-from plangraph.render.output import DOT_SUFFIXES, SUFFIXES, run_dot
-from plangraph.render.style import (
+from plangraph.diagram.dotlang import DotWriter, Html, clip, escape_html
+from plangraph.diagram.errors import UnsupportedFormatError
+from plangraph.diagram.graph import RANKDIRS, _has_path
+from plangraph.diagram.labels import ParamLine, box_label, edge_label
+from plangraph.diagram.output import DOT_SUFFIXES, SUFFIXES, run_dot
+from plangraph.diagram.style import (
     DIFF_EDGES,
     DIFF_STYLES,
     FONT,
@@ -43,6 +42,7 @@ from plangraph.render.style import (
     TEXT_COLOR,
     category_style,
 )
+from plangraph.ops import registry
 
 __all__ = ["diff_to_dot", "render_diff"]
 
@@ -381,7 +381,7 @@ def render_diff(diff: PlanDiff, path: str | Path, rankdir: str = "TB") -> Path:
     Raises:
         UnsupportedFormatError: any other suffix.
         GraphvizPackageMissingError, DotBinaryMissingError, DotFailedError: for SVG/PNG
-            (see ``plangraph.render.run_dot``); nothing is written then.
+            (see ``plangraph.diagram.run_dot``); nothing is written then.
     """
     path = Path(path)
     suffix = path.suffix.lower()
