@@ -207,44 +207,44 @@ def check_resources(ctx: Context) -> None:
             f = sig.params_model.model_fields[rp.param]
             explicit = rp.param in raw
             value = raw[rp.param] if explicit else f.default
-            rid = resource_ref_id(value)
-            if rid is None:
+            used = resource_ref_id(value)
+            if used is None:
                 continue  # missing or malformed: reported by check "params"
             ptr = f"/nodes/{nid}/params/{rp.param}" if explicit else f"/nodes/{nid}"
-            res = ctx.plan.resources.get(rid)
-            if res is None:
+            declared = ctx.plan.resources.get(used)
+            if declared is None:
                 how = "" if explicit else f" (the default of param {brief(rp.param)})"
                 ctx.report(
                     "PG112",
                     f"{sig.name} uses resource {brief(value)}{how}, but the plan declares no "
-                    f"resource {brief(rid)}",
+                    f"resource {brief(used)}",
                     node=nid,
                     pointer=ptr,
-                    hint=f'declare it: "resources": {{"{rid}": {{"kind": "{rp.kind}", '
+                    hint=f'declare it: "resources": {{"{used}": {{"kind": "{rp.kind}", '
                     '"params": {...}}}',
                     suggestions=tuple(
                         f"@{c}"
                         for c in close_matches(
-                            rid,
+                            used,
                             [r for r, x in ctx.plan.resources.items() if rp.accepts(x.kind)]
                             or list(ctx.plan.resources),
                         )
                     ),
                 )
                 continue
-            if not rp.accepts(res.kind):
+            if not rp.accepts(declared.kind):
                 same = [f"@{r}" for r, x in ctx.plan.resources.items() if rp.accepts(x.kind)]
                 ctx.report(
                     "PG142",
                     f"param {brief(rp.param)} of {sig.name} needs a {rp.kinds_text()} resource, "
                     "but "
-                    f"{brief(value)} is a {res.kind or 'resource of unknown kind'}",
+                    f"{brief(value)} is a {declared.kind or 'resource of unknown kind'}",
                     node=nid,
                     pointer=ptr,
                     suggestions=tuple(same[:3]),
                 )
                 continue
-            (ctx.writers if rp.access == "write" else ctx.readers)[rid].append(nid)
+            (ctx.writers if rp.access == "write" else ctx.readers)[used].append(nid)
 
     for rid, res in ctx.plan.resources.items():
         kind = kinds.get(res.kind)

@@ -118,11 +118,12 @@ def check_capabilities(ctx: Context) -> None:
             continue
         rid, ws = found
         capability, does = need
-        if capability in ws.policy.capabilities:
-            continue
+        policy = ws.policy
+        if policy is None or capability in policy.capabilities:
+            continue  # None: a worker set of several policies (checked per policy node)
         ctx.report(
             "PG170",
-            f"{node.op} {does}, but {_policy_text(rid, ws.policy)} has no "
+            f"{node.op} {does}, but {_policy_text(rid, policy)} has no "
             f"{capability.replace('_', ' ')}, so the run would crash (AttributeError) at "
             "its first call",
             node=nid,
@@ -306,6 +307,8 @@ def check_replay_use(ctx: Context) -> None:
             continue
         rid, ws = found
         policy = ws.policy
+        if policy is None:  # a worker set of several policies (checked per policy node)
+            continue
         readers = _replay_readers_upstream(ctx, nid)
         anc = ctx.topology.ancestors(nid)
         if readers and "replay" not in policy.capabilities:

@@ -131,7 +131,7 @@ class RotationState:
 def _check_weight(i: int, weight: object) -> Weight:
     if weight == "*":
         return "*"
-    if isinstance(weight, bool) or not isinstance(weight, Real) or not weight > 0:
+    if isinstance(weight, bool) or not isinstance(weight, Real) or not float(weight) > 0:
         raise ValueError(
             f"round_robin_weights[{i}] = {weight!r}: a weight must be a positive number "
             '(items per round, fractions allowed) or "*" (whatever is ready)'

@@ -69,7 +69,7 @@ def _caller_location() -> Location | None:
             except ValueError:  # other drive (Windows)
                 pass
             return Location(fname, frame.f_lineno)
-        frame = frame.f_back  # type: ignore[assignment]
+        frame = frame.f_back
     return None
 
 

@@ -98,7 +98,7 @@ def default_model(
     (:func:`is_image_shape`), else an MLP of the policy's ``hiddens`` and ``activation``."""
     if is_image_shape(obs_shape):
         return CNNModel()
-    return MLPModel(hiddens=hiddens, activation=activation)  # type: ignore[arg-type]
+    return MLPModel(hiddens=hiddens, activation=activation)
 
 
 def cnn_output_hw(

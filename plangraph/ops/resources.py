@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from plangraph.ir.plan import Resource
-from plangraph.ops.policies import PolicyConfig, per_worker_epsilon
+from plangraph.ops.policies import DQNConfig, PolicyConfig, per_worker_epsilon
 from plangraph.ops.registry import ResourceKind, register_resource_kind
 from plangraph.ops.wrappers import WrapperSpec
 
@@ -359,9 +359,9 @@ def learner_thread(**params: Any) -> Resource:
 def _worker_set_notes(params: WorkerSetParams) -> list[str]:
     """Per-worker exploration (Ape-X) of a DQN worker set: each rollout worker's epsilon."""
     policy = params.policy
-    alpha = getattr(policy, "per_worker_epsilon_alpha", None)
-    if policy is None or alpha is None:
+    if not isinstance(policy, DQNConfig) or policy.per_worker_epsilon_alpha is None:
         return []
+    alpha = policy.per_worker_epsilon_alpha
     n = max(1, params.num_workers)
     annealed = policy.epsilon_timesteps > 0
     base = policy.epsilon_final

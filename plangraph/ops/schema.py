@@ -54,7 +54,7 @@ def plan_schema() -> dict[str, Any]:
                 f"{name}Node",
                 __config__=_forbid(),
                 __doc__=f"A {name} node: {sig.type_text()}.",
-                op=(Literal[name], Field(description=sig.doc.splitlines()[0])),  # type: ignore[valid-type]
+                op=(_literal(name), Field(description=sig.doc.splitlines()[0])),
                 inputs=(
                     list[str],
                     Field(
@@ -74,12 +74,12 @@ def plan_schema() -> dict[str, Any]:
                 f"{name}Resource",
                 __config__=_forbid(),
                 __doc__=kind.doc.splitlines()[0] if kind.doc else name,
-                kind=(Literal[name], ...),  # type: ignore[valid-type]
+                kind=(_literal(name), ...),
                 params=(kind.params_model, Field(description=f"{name} parameters.")),
             )
         )
-    AnyNode = Annotated[_union(node_models), Field(discriminator="op")]
-    AnyResource = Annotated[_union(res_models), Field(discriminator="kind")]
+    AnyNode: Any = Annotated[_union(node_models), Field(discriminator="op")]
+    AnyResource: Any = Annotated[_union(res_models), Field(discriminator="kind")]
     plan_model = create_model(
         "PlanFile",
         __config__=ConfigDict(defer_build=True, extra="forbid", title="plangraph plan"),
@@ -95,11 +95,11 @@ def plan_schema() -> dict[str, Any]:
             Field({}, description='Defaults for "${key}" references; overridable.'),
         ),
         resources=(
-            dict[str, AnyResource],  # type: ignore[valid-type]
+            dict[str, AnyResource],
             Field({}, description='Resources by id, referenced as "@id".'),
         ),
         nodes=(
-            dict[str, AnyNode],  # type: ignore[valid-type]
+            dict[str, AnyNode],
             Field(description="Operator nodes by id."),
         ),
         output=(str, Field(description="Id of the node whose items are the results.")),
@@ -119,6 +119,11 @@ def plan_schema() -> dict[str, Any]:
     props["$schema"]["type"] = "string"
     props["$schema"].pop("anyOf", None)
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
+
+
+def _literal(name: str) -> Any:
+    """``Literal[name]`` for a name known only at run time (an operator's, a kind's)."""
+    return Literal[name]
 
 
 def _union(models: list[type[BaseModel]]) -> Any:
@@ -159,7 +164,9 @@ def _models_in(annotation: Any) -> list[type[BaseModel]]:
 def _ref_ok(prop: dict[str, Any]) -> dict[str, Any]:
     if prop.get("$ref") == "#/$defs/ConfigRef" or "discriminator" in prop:
         return prop
-    meta = {k: prop.pop(k) for k in ("title", "description", "default") if k in prop}
+    meta: dict[str, Any] = {
+        k: prop.pop(k) for k in ("title", "description", "default") if k in prop
+    }
     _items_ref_ok(prop)
     if "anyOf" in prop:
         for alt in prop["anyOf"]:

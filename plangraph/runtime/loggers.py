@@ -131,7 +131,7 @@ class WandbLogger:
             project=project,
             name=run_name or run_dir.name,
             dir=str(run_dir),
-            mode=os.environ.get("WANDB_MODE", "offline"),  # type: ignore[arg-type]
+            mode=os.environ.get("WANDB_MODE", "offline"),
             config=dict(settings or {}),
             reinit="create_new",
         )

@@ -58,23 +58,27 @@ def check_implementations(compiled: Any) -> None:
         BuildError: a node's operator has none (a user operator registered with
             ``register_op`` also needs ``register_impl``), before any actor is started.
     """
-    modules = _builtin_modules()
+    _builtin_modules()  # registers the built-in lowerings
     needed = compiled.ancestors(compiled.output) | {compiled.output}
     for node_id in compiled.topological_order():
         node = compiled.nodes[node_id]
-        if node_id not in needed or implementation(node) is not None:
-            continue
-        if node.signature.builtin:
-            module = modules[node.signature.category].__name__
-            raise BuildError(
-                f"node {node_id!r}: built-in operator {node.op!r} has no implementation in "
-                f"{module} (a plangraph bug)"
-            )
-        raise BuildError(
-            f"node {node_id!r}: operator {node.op!r} has no runtime implementation; register "
-            f"one with @plangraph.runtime.implementations.register_impl({node.op!r}) (per-item "
-            "operators) or register_lowering, in the plan file or a module it imports"
+        if node_id in needed and implementation(node) is None:
+            raise _no_implementation(node_id, node)
+
+
+def _no_implementation(node_id: str, node: Any) -> BuildError:
+    """The error for compiled ``node``, whose operator has no runtime implementation."""
+    if node.signature.builtin:
+        module = _builtin_modules()[node.signature.category].__name__
+        return BuildError(
+            f"node {node_id!r}: built-in operator {node.op!r} has no implementation in "
+            f"{module} (a plangraph bug)"
         )
+    return BuildError(
+        f"node {node_id!r}: operator {node.op!r} has no runtime implementation; register "
+        f"one with @plangraph.runtime.implementations.register_impl({node.op!r}) (per-item "
+        "operators) or register_lowering, in the plan file or a module it imports"
+    )
 
 
 def lower_plan(compiled: Any, ctx: BuildContext) -> LocalIterator[Any]:
@@ -117,7 +121,7 @@ def lower_plan(compiled: Any, ctx: BuildContext) -> LocalIterator[Any]:
         else:
             impl = implementation(node)
             if impl is None:
-                check_implementations(compiled)  # raises, naming the node
+                raise _no_implementation(node_id, node)
             stream = impl(node, inputs, ctx).profiled(node_id)
             ctx.stages[node_id] = node_id
         n = sum(user in needed for user in compiled.users(node_id))

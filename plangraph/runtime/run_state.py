@@ -18,7 +18,7 @@ import collections
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import numpy as np
 
@@ -44,6 +44,16 @@ DEFAULT_METRICS_WINDOW = 100
 """Episodes averaged when the plan has no ``StandardMetricsReporting`` node to say."""
 
 
+class EpisodeStats(TypedDict, total=False):
+    """The episode keys of a result (``plangraph.runtime.result.Result``), all absent
+    before the first episode ends."""
+
+    episode_return_mean: float
+    episode_return_min: float
+    episode_return_max: float
+    episode_len_mean: float
+
+
 @dataclass
 class EpisodeWindow:
     """Returns and lengths (env steps) of the last ``size`` completed training episodes,
@@ -64,7 +74,7 @@ class EpisodeWindow:
         self.lengths.extend(int(n) for n in lengths)
         self.total += len(returns)
 
-    def stats(self) -> dict[str, float]:
+    def stats(self) -> EpisodeStats:
         """Means over the window; empty (keys absent, never NaN) before any episode ends."""
         if not self.returns:
             return {}
@@ -127,7 +137,8 @@ class RunState:
         window = DEFAULT_METRICS_WINDOW
         for node in compiled.nodes.values():
             if node.op == "StandardMetricsReporting":
-                window = int(node.params.metrics_window)
+                params: Any = node.params  # StandardMetricsReportingParams
+                window = int(params.metrics_window)
         return cls(episodes=EpisodeWindow(size=window))
 
     @property

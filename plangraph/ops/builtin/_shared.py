@@ -35,7 +35,7 @@ WORKERS_WRITE = {"workers": ("WorkerSet", "write")}
 
 def workers_field() -> str:
     """The ``workers`` param every op using the worker set has (default ``"@workers"``)."""
-    return Field(  # type: ignore[no-any-return]
+    return Field(
         "@workers", description='The WorkerSet resource (learner policy + rollout workers), "@id".'
     )
 

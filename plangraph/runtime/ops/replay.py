@@ -76,7 +76,8 @@ def _local_replay(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalItera
     p = node.params
     buffer = ctx.buffer(p.buffer)
     rid = resource_id(p.buffer)
-    learning_starts = ctx.compiled.resources[rid].params.learning_starts
+    params: Any = ctx.compiled.resources[rid].params  # ReplayBufferParams
+    learning_starts = params.learning_starts
     needed = max(1, learning_starts)
 
     def why() -> str:

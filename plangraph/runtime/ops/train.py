@@ -190,8 +190,8 @@ def average_gradients(infos: list[GradInfo]) -> GradInfo:
     else:
         # float64 accumulation: with equal microbatches this rounds like the plain mean.
         grads = [
-            sum(
-                w * g.grads[i].astype(np.float64) for w, g in zip(weights, infos, strict=True)
+            np.asarray(
+                sum(w * g.grads[i].astype(np.float64) for w, g in zip(weights, infos, strict=True))
             ).astype(infos[0].grads[i].dtype)
             for i in range(n)
         ]
