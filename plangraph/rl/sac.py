@@ -42,7 +42,6 @@ import torch.nn.functional as F
 from torch import nn
 
 from plangraph.ops.policies import SACConfig
-from plangraph.rl.adam import Adam
 from plangraph.rl.models import flatten_obs, mlp, mlp_forward, soft_update
 from plangraph.rl.policy import Stats, TorchPolicy, _adam, to_tensor
 from plangraph.rl.sample_batch import SampleBatch
@@ -219,7 +218,9 @@ class SACPolicy(TorchPolicy):
         eps = torch.randn(mean.shape, generator=self._torch_gen)
         return squashed_sample(mean, log_std, eps)
 
-    def _step(self, optimizer: Adam, params: list[nn.Parameter], loss: torch.Tensor) -> float:
+    def _step(
+        self, optimizer: torch.optim.Optimizer, params: list[nn.Parameter], loss: torch.Tensor
+    ) -> float:
         grads = torch.autograd.grad(loss, params)
         for p, g in zip(params, grads, strict=True):
             p.grad = g
