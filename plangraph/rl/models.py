@@ -303,9 +303,14 @@ class EncoderQNetwork(nn.Module):
 
 
 def soft_update(target: nn.Module, online: nn.Module, tau: float) -> None:
-    """Polyak averaging: every parameter and buffer ``t <- (1 - tau) t + tau o`` of two
-    modules of the same structure."""
+    """Polyak averaging: every floating-point parameter and buffer
+    ``t <- (1 - tau) t + tau o`` of two modules of the same structure (``Tensor.lerp_``,
+    in place, without autograd); a buffer of another dtype (a count) is copied."""
     with torch.no_grad():
         dst = [*target.parameters(), *target.buffers()]
         src = [*online.parameters(), *online.buffers()]
-        torch._foreach_lerp_(dst, src, float(tau))
+        for t, o in zip(dst, src, strict=True):
+            if t.is_floating_point():
+                t.lerp_(o, float(tau))
+            else:
+                t.copy_(o)
