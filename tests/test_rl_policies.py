@@ -271,18 +271,6 @@ def test_learns_cartpole_in_process(config: object, sgd: tuple[int, int]) -> Non
     assert np.mean(returns[-20:]) > 100.0  # a random policy averages about 22
 
 
-def test_numpy_categorical_sampling_matches_softmax() -> None:
-    from plangraph.rl.distributions import sample_categorical
-
-    logits = np.tile(np.array([[0.0, np.log(2.0), np.log(5.0)]], np.float32), (100_000, 1))
-    actions, logp = sample_categorical(logits, np.random.default_rng(0))
-    freq = np.bincount(actions, minlength=3) / actions.size
-    np.testing.assert_allclose(freq, [0.125, 0.25, 0.625], atol=0.005)
-    expected = torch.log_softmax(torch.from_numpy(logits[:1]), -1).numpy()[0]
-    np.testing.assert_allclose(logp, expected[actions], rtol=1e-6, atol=1e-6)
-    assert actions.dtype == np.int64 and logp.dtype == np.float32
-
-
 def test_fast_mlp_forward_equals_module_forward() -> None:
     from plangraph.rl.models import mlp, mlp_forward
 

@@ -38,8 +38,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import nn
+from torch.distributions import Independent, Normal, TanhTransform, TransformedDistribution
 
 from plangraph.ops.policies import SACConfig
 from plangraph.rl.models import flatten_obs, mlp, mlp_forward, soft_update
@@ -48,8 +48,6 @@ from plangraph.rl.sample_batch import SampleBatch
 
 _SB = SampleBatch
 _LOG_STD_MIN, _LOG_STD_MAX = -20.0, 2.0
-_LOG2 = math.log(2.0)
-_HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 
 
 class SACModel(nn.Module):
@@ -89,12 +87,15 @@ def squashed_sample(
     mean: torch.Tensor, log_std: torch.Tensor, eps: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The reparametrised draw ``y = tanh(mean + std * eps)`` for standard normal noise
-    ``eps`` and ``log pi(y)`` (module doc), float32 ``[B, D]`` and ``[B]``."""
-    u = mean + torch.exp(log_std) * eps
-    # log(1 - tanh(u)^2) = 2 (log 2 - u - softplus(-2 u)), stable for large |u|
-    log_det = 2.0 * (_LOG2 - u - F.softplus(-2.0 * u))
-    logp = (-0.5 * eps * eps - log_std - _HALF_LOG_2PI - log_det).sum(-1)
-    return torch.tanh(u), logp
+    ``eps`` and ``log pi(y)`` (module doc), float32 ``[B, D]`` and ``[B]``: torch's
+    ``TransformedDistribution`` of ``Independent(Normal(mean, std), 1)`` by a
+    ``TanhTransform``, whose log-prob of ``y`` reads the pre-image ``u`` from the
+    transform's cache (not ``atanh(y)``, which rounds badly near the bounds)."""
+    squash = TanhTransform(cache_size=1)
+    std = torch.exp(log_std)
+    dist = TransformedDistribution(Independent(Normal(mean, std), 1), [squash])
+    y = squash(mean + std * eps)
+    return y, dist.log_prob(y)
 
 
 class SACPolicy(TorchPolicy):
