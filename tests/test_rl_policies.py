@@ -150,6 +150,10 @@ def test_lr_schedule_reaches_the_optimizer() -> None:
     assert stats["cur_lr"] == pytest.approx(5.5e-4)
     policy.set_global_vars({"timestep": 10**6})
     assert policy.optimizer.param_groups[0]["lr"] == pytest.approx(1e-4)
+    # An optimizer built after the schedule moved (on first use) starts where it is.
+    later = make_policy(CARTPOLE_OBS, TWO_ACTIONS, cfg, seed=0)
+    later.set_global_vars({"timestep": 500})
+    assert later.learn_on_batch(_cartpole_batch(cfg))["cur_lr"] == pytest.approx(5.5e-4)
 
 
 def _linear_dqn(double_q: bool) -> object:

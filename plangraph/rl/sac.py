@@ -43,7 +43,7 @@ from torch.distributions import Independent, Normal, TanhTransform, TransformedD
 
 from plangraph.ops.policies import SACConfig
 from plangraph.rl.models import flatten_obs, mlp, mlp_forward, soft_update
-from plangraph.rl.policy import Stats, TorchPolicy, _adam, to_tensor
+from plangraph.rl.policy import Stats, TorchPolicy, to_tensor
 from plangraph.rl.sample_batch import SampleBatch
 
 _SB = SampleBatch
@@ -162,10 +162,6 @@ class SACPolicy(TorchPolicy):
         m = self.model
         self._actor_params = list(m.actor.parameters())
         self._critic_params = [p for q in m.critics() for p in q.parameters()]
-        self.actor_optimizer = _adam(self._actor_params, self.cur_lr)
-        self.critic_optimizer = _adam(self._critic_params, self.cur_lr)
-        self.alpha_optimizer = _adam([m.log_alpha], self.cur_lr)
-        self.optimizer = self.actor_optimizer  # what the base class saves and schedules
         self._torch_gen = torch.Generator().manual_seed(int(seed))
 
     def _build_model(self) -> SACModel:
@@ -182,6 +178,26 @@ class SACPolicy(TorchPolicy):
             for p in q.parameters():
                 p.requires_grad_(False)
         return model
+
+    def _optimizer_params(self) -> dict[str, list[nn.Parameter]]:
+        # The actor's is "optimizer": what the base class saves and schedules.
+        return {
+            "optimizer": self._actor_params,
+            "critic_optimizer": self._critic_params,
+            "alpha_optimizer": [self.model.log_alpha],
+        }
+
+    @property
+    def actor_optimizer(self) -> torch.optim.Optimizer:
+        return self.optimizers["optimizer"]
+
+    @property
+    def critic_optimizer(self) -> torch.optim.Optimizer:
+        return self.optimizers["critic_optimizer"]
+
+    @property
+    def alpha_optimizer(self) -> torch.optim.Optimizer:
+        return self.optimizers["alpha_optimizer"]
 
     @property
     def alpha(self) -> float:
@@ -322,14 +338,7 @@ class SACPolicy(TorchPolicy):
             else:
                 soft_update(target, online, tau)
 
-    # --- schedules and state ----------------------------------------------------------
-    def set_global_vars(self, global_vars: Mapping[str, Any]) -> None:
-        super().set_global_vars(global_vars)
-        lr = self.cur_lr
-        for opt in (self.critic_optimizer, self.alpha_optimizer):
-            for group in opt.param_groups:
-                group["lr"] = lr
-
+    # --- state ------------------------------------------------------------------------
     def get_state(self) -> dict[str, Any]:
         state = super().get_state()
         state["target_weights"] = [
