@@ -1,7 +1,7 @@
 """Action distributions: the torch.distributions each action space gets (and the
-multi-categorical, a sum of torch's categoricals); numpy draws from their parameters
-against torch's probabilities and reparametrised sample; acting records torch's
-log-probs; Box actions clipped only on the way to the env."""
+multi-categorical, a sum of torch's categoricals); the workers' numpy draws against
+torch's probabilities, log-probs, reparametrised sample and mode; Box actions clipped
+only on the way to the env."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 import torch
 from torch import distributions as D
 
-from plangraph.rl.distributions import MultiCategorical, action_distribution, draw
+from plangraph.rl.distributions import MultiCategorical, action_distribution, action_sampler
 from plangraph.rl.policies import make_policy
 from plangraph.rl.policy import to_tensor
 from plangraph.rl.rollout_worker import RolloutWorker
@@ -72,68 +72,73 @@ def test_multi_categorical_is_the_sum_of_its_components() -> None:
         m.log_prob(torch.tensor([[3, 0]]).expand(32, 2))
 
 
-def test_categorical_draws_have_torchs_probabilities_and_follow_the_seed() -> None:
+SPACES = {
+    "Discrete": gym.spaces.Discrete(3),
+    "MultiDiscrete": gym.spaces.MultiDiscrete([2, 3]),
+    "Box": gym.spaces.Box(-1.0, 1.0, (2,), np.float32),
+}
+
+
+def test_categorical_draws_have_torchs_probabilities_and_log_probs() -> None:
     logits = torch.log(torch.tensor([[0.125, 0.25, 0.625], [0.5, 0.0, 0.5]])).repeat(50_000, 1)
-    dist = action_distribution(gym.spaces.Discrete(3))(logits)
-    actions = draw(dist, np.random.default_rng(0))
+    dist = action_distribution(SPACES["Discrete"])(logits)
+    sample = action_sampler(SPACES["Discrete"])
+    actions, logp = sample(logits, np.random.default_rng(0))
     assert actions.dtype == np.int64 and actions.shape == (100_000,)
+    assert logp.dtype == np.float32 and logp.shape == (100_000,)
     for row, probs in enumerate(dist.probs[:2].numpy()):
         freq = np.bincount(actions[row::2], minlength=3) / 50_000
         np.testing.assert_allclose(freq, probs, atol=0.006)
     assert not np.any(actions[1::2] == 1)  # a zero probability is never drawn
-    np.testing.assert_array_equal(actions, draw(dist, np.random.default_rng(0)))
-    assert not np.array_equal(actions, draw(dist, np.random.default_rng(1)))
+    expected = dist.log_prob(torch.from_numpy(actions)).numpy()
+    np.testing.assert_allclose(logp, expected, rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(actions, sample(logits, np.random.default_rng(0))[0])
+    assert not np.array_equal(actions, sample(logits, np.random.default_rng(1))[0])
 
-    multi = action_distribution(gym.spaces.MultiDiscrete([2, 3]))(
-        torch.log(torch.tensor([[0.25, 0.75, 0.2, 0.3, 0.5]])).repeat(50_000, 1)
-    )
-    both = draw(multi, np.random.default_rng(0))
-    assert both.shape == (50_000, 2) and both.dtype == np.int64
+    inputs = torch.log(torch.tensor([[0.25, 0.75, 0.2, 0.3, 0.5]])).repeat(50_000, 1)
+    both, logp = action_sampler(SPACES["MultiDiscrete"])(inputs, np.random.default_rng(0))
+    assert both.shape == (50_000, 2) and both.dtype == np.int64 and logp.dtype == np.float32
     np.testing.assert_allclose(np.bincount(both[:, 0]) / 50_000, [0.25, 0.75], atol=0.006)
     np.testing.assert_allclose(np.bincount(both[:, 1]) / 50_000, [0.2, 0.3, 0.5], atol=0.006)
+    multi = action_distribution(SPACES["MultiDiscrete"])(inputs)
+    expected = multi.log_prob(torch.from_numpy(both)).numpy()
+    np.testing.assert_allclose(logp, expected, rtol=1e-6, atol=1e-6)
 
 
 def test_gaussian_draws_are_torchs_reparametrised_sample_at_the_generators_noise() -> None:
     inputs = _gaussian_inputs(1_000, 2, 0)
-    dist = action_distribution(gym.spaces.Box(-1.0, 1.0, (2,), np.float32))(inputs)
-    actions = draw(dist, np.random.default_rng(0))
+    dist = action_distribution(SPACES["Box"])(inputs)
+    actions, logp = action_sampler(SPACES["Box"])(inputs, np.random.default_rng(0))
     assert actions.dtype == np.float32 and actions.shape == (1_000, 2)
     eps = np.random.default_rng(0).standard_normal((1_000, 2), dtype=np.float32)
     base = dist.base_dist
     np.testing.assert_array_equal(actions, (base.loc + base.scale * torch.from_numpy(eps)).numpy())
-    wide = action_distribution(gym.spaces.Box(-1.0, 1.0, (2,), np.float32))(
-        torch.tensor([[1.0, -2.0, np.log(0.5), np.log(3.0)]]).repeat(50_000, 1)
-    )
-    samples = draw(wide, np.random.default_rng(1))
+    np.testing.assert_array_equal(logp, dist.log_prob(torch.from_numpy(actions)).numpy())
+    wide = torch.tensor([[1.0, -2.0, np.log(0.5), np.log(3.0)]]).repeat(50_000, 1)
+    samples, _ = action_sampler(SPACES["Box"])(wide, np.random.default_rng(1))
     np.testing.assert_allclose(samples.mean(0), [1.0, -2.0], atol=0.05)
     np.testing.assert_allclose(samples.std(0), [0.5, 3.0], rtol=0.02)
 
 
-@pytest.mark.parametrize(
-    "space",
-    [
-        gym.spaces.Discrete(3),
-        gym.spaces.MultiDiscrete([2, 3]),
-        gym.spaces.Box(-1.0, 1.0, (2,), np.float32),
-    ],
-    ids=["Discrete", "MultiDiscrete", "Box"],
-)
-def test_acting_records_the_log_prob_the_loss_computes(space: gym.Space[Any]) -> None:
-    """The worker's ``action_logp`` is the torch distribution's ``log_prob`` of the action
-    drawn (so PPO's first ratio is 1), and acting greedily takes its mode."""
-    policy = make_policy(OBS, space, {"algo": "ppo"}, seed=0)
+@pytest.mark.parametrize("kind", sorted(SPACES))
+def test_the_mode_is_torchs_and_acting_records_the_log_prob_the_loss_computes(kind: str) -> None:
+    """A policy's ``action_logp`` is the torch distribution's ``log_prob`` of the action it
+    drew (so PPO's first ratio is 1, up to float rounding), its ``action_dist_inputs`` the
+    network's output, and acting greedily takes torch's mode."""
+    policy = make_policy(OBS, SPACES[kind], {"algo": "ppo"}, seed=0)
     obs = np.random.default_rng(0).uniform(-1, 1, (16, 3)).astype(np.float32)
     actions, extra = policy.compute_actions(obs)
     with torch.no_grad():
-        dist = policy.dist(policy.model.pi(to_tensor(obs)))
-        np.testing.assert_array_equal(
-            extra[_SB.ACTION_DIST_INPUTS], policy.model.pi(to_tensor(obs)).numpy()
-        )
+        inputs = policy.model.pi(to_tensor(obs))
+        dist = policy.dist(inputs)
         logp = dist.log_prob(torch.from_numpy(actions)).numpy()
-    np.testing.assert_array_equal(extra[_SB.ACTION_LOGP], logp)
+    np.testing.assert_array_equal(extra[_SB.ACTION_DIST_INPUTS], inputs.numpy())
+    np.testing.assert_allclose(extra[_SB.ACTION_LOGP], logp, rtol=1e-6, atol=1e-6)
     greedy, greedy_extra = policy.compute_actions(obs, explore=False)
     np.testing.assert_array_equal(greedy, dist.mode.numpy())
-    np.testing.assert_array_equal(greedy_extra[_SB.ACTION_LOGP], dist.log_prob(dist.mode).numpy())
+    np.testing.assert_allclose(
+        greedy_extra[_SB.ACTION_LOGP], dist.log_prob(dist.mode).numpy(), rtol=1e-6, atol=1e-6
+    )
 
 
 class _BoundedEnv(gym.Env[np.ndarray, np.ndarray]):

@@ -24,7 +24,7 @@ from torch.distributions import Distribution
 from plangraph.ops.models import MLPModel
 from plangraph.rl.action_layout import action_layout
 from plangraph.rl.advantage_norm import AdvantageNormTerms
-from plangraph.rl.distributions import action_distribution, draw
+from plangraph.rl.distributions import action_distribution, action_sampler
 from plangraph.rl.models import ActorCritic, EncoderActorCritic, build_encoder
 from plangraph.rl.policy import Stats, TorchPolicy
 from plangraph.rl.sample_batch import SampleBatch
@@ -52,6 +52,7 @@ class ActorCriticPolicy(TorchPolicy):
 
     def _build_model(self) -> ActorCritic | EncoderActorCritic:
         self._dist = action_distribution(self.action_space)
+        self._sample = action_sampler(self.action_space)
         self.action_shape, self.action_dtype, self.num_dist_inputs = action_layout(
             self.action_space
         )
@@ -95,17 +96,8 @@ class ActorCriticPolicy(TorchPolicy):
         """
         with torch.inference_mode():
             inputs = self.model.pi(self.obs_tensor(obs))
-            dist = self.dist(inputs)
-            if explore:
-                actions = draw(dist, self._action_rng)
-                logp = dist.log_prob(self.to_device(torch.from_numpy(actions)))
-            else:
-                mode = dist.mode
-                actions, logp = mode.cpu().numpy(), dist.log_prob(mode)
-            return actions, {
-                _SB.ACTION_LOGP: logp.cpu().numpy(),
-                _SB.ACTION_DIST_INPUTS: inputs.cpu().numpy(),
-            }
+            actions, logp = self._sample(inputs, self._action_rng if explore else None)
+            return actions, {_SB.ACTION_LOGP: logp, _SB.ACTION_DIST_INPUTS: inputs.cpu().numpy()}
 
     def compute_values(self, obs: np.ndarray) -> np.ndarray:
         """``V(obs)``: float32 ``[B]`` for observations ``[B, *obs_shape]``."""

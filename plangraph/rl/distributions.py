@@ -19,14 +19,17 @@ observation: what the policy network outputs and what rollout workers record as 
 Losses use the distributions' ``log_prob(actions) [B]``, ``entropy() [B]`` and
 ``torch.distributions.kl_divergence(p, q) [B]`` (nats).
 
-Acting: ``draw(dist, rng)`` draws one action per row with numpy from the distribution's
-parameters, with the policy's seeded ``numpy.random.Generator``: the inverse CDF of
-``probs`` at one uniform per row for a categorical, ``mean + std * eps`` with standard
-normal ``eps`` for the Gaussian. Not torch's ``sample()``, which draws from torch's
-global RNG: the policy's generator gives each worker its own stream from the run seed,
-never disturbs another user of torch's RNG, and its state is plain data a checkpoint
-holds (``TorchPolicy.get_sampling_state``). The log-probability of a drawn action is the
-distribution's own ``log_prob``, the function the loss uses.
+Acting (rollout workers, a few rows per vector step, where each torch call costs more than
+its arithmetic): ``action_sampler(action_space)`` gives the function
+``(inputs, rng) -> (actions, logp float32 [B])`` (numpy) that draws one action per row
+with the policy's seeded ``numpy.random.Generator`` from torch's outputs: the inverse CDF
+of ``softmax(logits)`` at one uniform per row for each categorical, its log-prob read from
+torch's ``log_softmax`` (what ``Categorical.log_prob`` computes); ``mean + std * eps``
+with standard normal ``eps`` for the Gaussian, its log-prob the ``Normal``'s own
+``log_prob``; ``rng=None`` takes the mode. Not torch's ``sample()``, which draws from
+torch's global RNG: the policy's generator gives each worker its own stream from the run
+seed, never disturbs another user of torch's RNG, and its state is plain data a
+checkpoint holds (``TorchPolicy.get_sampling_state``).
 """
 
 from __future__ import annotations
@@ -53,7 +56,7 @@ __all__ = [
     "MultiCategorical",
     "action_distribution",
     "action_layout",
-    "draw",
+    "action_sampler",
 ]
 
 ActionDistribution = Callable[[torch.Tensor], Distribution]
@@ -134,28 +137,62 @@ def action_distribution(
     return lambda inputs: _diag_gaussian(inputs, validate_args)
 
 
+ActionSampler = Callable[[torch.Tensor, np.random.Generator | None], tuple[np.ndarray, np.ndarray]]
+"""``(inputs float32 [B, num_inputs], rng or None for the mode) -> (actions, logp float32
+[B])``, numpy; call it under ``torch.inference_mode()``."""
+
+
 def _inverse_cdf(probs: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """One category per row of ``probs [B, n]``: int64 ``[B]``."""
+    """One category per row of ``probs [B, n]`` (unnormalised): int64 ``[B]``."""
     cdf = np.cumsum(probs, axis=1)
     actions = (rng.random((probs.shape[0], 1)) * cdf[:, -1:] >= cdf).sum(axis=1)
     return np.minimum(actions, probs.shape[1] - 1).astype(np.int64, copy=False)
 
 
-def draw(dist: Distribution, rng: np.random.Generator) -> np.ndarray:
-    """One action per row of ``dist`` (``action_distribution``'s), drawn with numpy from
-    its parameters and ``rng`` (module doc): int64 ``[B]`` or ``[B, K]`` for categoricals,
-    float32 ``[B, D]`` (unclipped) for the Gaussian.
+def _pick(logits: torch.Tensor, rng: np.random.Generator | None) -> tuple[np.ndarray, np.ndarray]:
+    """A category per row of ``logits [B, n]`` and its log-prob under ``softmax(logits)``."""
+    logp_all = torch.log_softmax(logits, dim=-1).cpu().numpy()
+    if rng is None:
+        actions = logp_all.argmax(axis=1)
+    else:
+        actions = _inverse_cdf(np.exp(logp_all), rng)
+    return actions, logp_all[np.arange(actions.shape[0]), actions]
+
+
+def _sample_gaussian(
+    inputs: torch.Tensor, rng: np.random.Generator | None
+) -> tuple[np.ndarray, np.ndarray]:
+    dist = _diag_gaussian(inputs, validate_args=False)
+    base = dist.base_dist
+    mean = base.loc.cpu().numpy()
+    if rng is None:
+        actions = np.array(mean, dtype=np.float32)
+    else:
+        eps = rng.standard_normal(mean.shape, dtype=np.float32)
+        actions = (mean + base.scale.cpu().numpy() * eps).astype(np.float32, copy=False)
+    logp = dist.log_prob(torch.from_numpy(actions).to(inputs.device))
+    return actions, logp.cpu().numpy()
+
+
+def action_sampler(action_space: gym.Space[Any]) -> ActionSampler:
+    """The acting function for ``action_space`` (module doc): int64 actions ``[B]`` or
+    ``[B, K]`` for categoricals, float32 ``[B, D]`` (unclipped) for the Gaussian.
 
     Raises:
-        TypeError: a distribution ``action_distribution`` does not build.
+        ValueError: a space other than ``Discrete``, ``MultiDiscrete`` or a 1-D ``Box``.
     """
-    if isinstance(dist, Categorical):
-        return _inverse_cdf(dist.probs.cpu().numpy(), rng)
-    if isinstance(dist, MultiCategorical):
-        return np.stack([_inverse_cdf(p.probs.cpu().numpy(), rng) for p in dist.parts], axis=1)
-    if isinstance(dist, Independent) and isinstance(dist.base_dist, Normal):
-        mean = dist.base_dist.loc.cpu().numpy()
-        std = dist.base_dist.scale.cpu().numpy()
-        eps = rng.standard_normal(mean.shape, dtype=np.float32)
-        return (mean + std * eps).astype(np.float32, copy=False)
-    raise TypeError(f"no numpy draw for {type(dist).__name__}")
+    action_layout(action_space)  # raises for the spaces no distribution serves
+    if isinstance(action_space, gym.spaces.Discrete):
+        return _pick
+    if isinstance(action_space, gym.spaces.MultiDiscrete):
+        nvec = [int(n) for n in action_space.nvec]
+
+        def sample_multi(
+            inputs: torch.Tensor, rng: np.random.Generator | None
+        ) -> tuple[np.ndarray, np.ndarray]:
+            parts = [_pick(x, rng) for x in torch.split(inputs, nvec, dim=-1)]
+            actions = np.stack([a for a, _ in parts], axis=1)
+            return actions, np.sum([lp for _, lp in parts], axis=0, dtype=np.float32)
+
+        return sample_multi
+    return _sample_gaussian
