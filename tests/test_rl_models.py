@@ -15,7 +15,13 @@ import plangraph
 from plangraph.compiler.env_spaces import EnvSpaces, SpaceInfo
 from plangraph.compiler.semantic_checks import space_problems
 from plangraph.ops.policies import DQNConfig, PPOConfig
-from plangraph.rl.models import ActorCritic, CNNEncoder, EncoderActorCritic, EncoderQNetwork
+from plangraph.rl.models import (
+    ActorCritic,
+    CNNEncoder,
+    EncoderActorCritic,
+    EncoderQNetwork,
+    soft_update,
+)
 from plangraph.rl.policies import make_policy
 from plangraph.rl.policy import to_tensor
 from plangraph.rl.replay_buffer import ReplayBuffer, replay_nbytes
@@ -196,3 +202,23 @@ def test_every_actor_critic_trains_with_a_cnn(algo: str) -> None:
     worker = RolloutWorker(SideImageEnv, 2, 8, config, seed=0)
     stats = worker.policy.learn_on_batch(worker.sample())
     assert np.isfinite(stats["total_loss"])
+
+
+def test_soft_update_moves_every_parameter_and_buffer_tau_of_the_way() -> None:
+    online, target = torch.nn.BatchNorm1d(3), torch.nn.BatchNorm1d(3)
+    with torch.no_grad():
+        for t in (*online.parameters(), online.running_mean, online.running_var):
+            t.copy_(torch.arange(3.0) + 2.0)
+        online.num_batches_tracked.fill_(4)
+    before = {k: v.clone() for k, v in target.state_dict().items()}
+    soft_update(target, online, 0.25)
+    for name, value in target.state_dict().items():
+        if value.is_floating_point():
+            expected = 0.75 * before[name] + 0.25 * online.state_dict()[name]
+            torch.testing.assert_close(value, expected, rtol=1e-6, atol=1e-6)
+        else:  # the batch count: copied, not averaged
+            assert torch.equal(value, online.state_dict()[name]), name
+    soft_update(target, online, 1.0)
+    for name, value in target.state_dict().items():
+        if value.is_floating_point():
+            assert torch.equal(value, online.state_dict()[name]), name

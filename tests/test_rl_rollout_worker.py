@@ -369,3 +369,47 @@ def test_worker_state_of_another_shape_is_refused() -> None:
         RolloutWorker("CartPole-v1", 3, 4, PPOConfig(), worker_index=1).set_state(state)
     with pytest.raises(ValueError, match="wrapper chain"):
         RolloutWorker(_chain_creator(), 2, 4, PPOConfig(), worker_index=1).set_state(state)
+
+
+ACTING_WORKER = """
+import sys
+import torch
+from plangraph.rl.policies import make_policy
+from plangraph.rl.rollout_worker import RolloutWorker
+
+worker = RolloutWorker("CartPole-v1", 4, 16, {"algo": sys.argv[1]}, seed=3, worker_index=1,
+                       torch_threads=1, num_workers=2)
+learner = make_policy(worker.observation_space, worker.action_space, {"algo": sys.argv[1]}, 0)
+worker.set_weights(learner.get_weights(), {"timestep": 500})
+batch = worker.sample()
+worker.get_state()
+# Building a torch.optim optimizer imports torch's compiler stack (seconds of CPU): a
+# worker that only acts must not pay it.
+compiler = sorted({m.split(".")[1] for m in sys.modules if m.startswith("torch._dynamo")})
+print(type(worker.policy).__name__, torch.get_num_threads(), compiler, batch.count)
+"""
+
+
+@pytest.mark.parametrize(("algo", "cls"), [("ppo", "PPOPolicy"), ("dqn", "DQNPolicy")])
+def test_a_remote_worker_acts_with_the_torch_policy_on_one_thread_without_an_optimizer(
+    algo: str, cls: str
+) -> None:
+    from tests.fresh_python import run_python
+
+    assert run_python(ACTING_WORKER, algo).split() == [cls, "1", "[]", "64"]
+
+
+def test_a_workers_policy_acts_as_the_learner_with_the_same_weights_and_sampler() -> None:
+    from plangraph.rl.policies import make_policy
+
+    worker = RolloutWorker("CartPole-v1", 4, 16, PPOConfig(), seed=3, worker_index=1)
+    learner = make_policy(worker.observation_space, worker.action_space, PPOConfig(), 0)
+    learner.train(worker.sample(), 2, 32)
+    worker.set_weights(learner.get_weights())
+    assert type(worker.policy) is type(learner)
+    learner.set_sampling_state(worker.policy.get_sampling_state())
+    obs = np.random.default_rng(0).uniform(-1, 1, (8, 4)).astype(np.float32)
+    ours, theirs = worker.policy.compute_actions(obs), learner.compute_actions(obs)
+    np.testing.assert_array_equal(ours[0], theirs[0])
+    for key, value in ours[1].items():
+        np.testing.assert_array_equal(value, theirs[1][key], err_msg=key)

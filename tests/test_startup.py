@@ -63,7 +63,7 @@ def test_the_learner_starts_from_spaces_read_in_the_driver() -> None:
         kinds = ray.get(
             [w.__ray_call__.remote(lambda w: type(w.policy).__name__) for w in ws.remote_workers]
         )
-        assert kinds == ["NumpyActorCriticPolicy"] * 2
+        assert kinds == ["PPOPolicy"] * 2
         assert algo.train()["num_env_steps_sampled"] == 1024
     finally:
         algo.stop()

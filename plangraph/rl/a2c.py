@@ -16,17 +16,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+import gymnasium as gym
 import numpy as np
 import torch
+from torch.distributions import Distribution
 
 from plangraph.ops.models import MLPModel
+from plangraph.rl.action_layout import action_layout
 from plangraph.rl.advantage_norm import AdvantageNormTerms
-from plangraph.rl.distributions import (
-    ActionDistribution,
-    DiagGaussian,
-    action_layout,
-    dist_class,
-)
+from plangraph.rl.distributions import action_distribution, action_sampler
 from plangraph.rl.models import ActorCritic, EncoderActorCritic, build_encoder
 from plangraph.rl.policy import Stats, TorchPolicy
 from plangraph.rl.sample_batch import SampleBatch
@@ -45,20 +43,22 @@ def explained_variance(pred: torch.Tensor, target: torch.Tensor) -> float:
 class ActorCriticPolicy(TorchPolicy):
     """Stochastic policy ``pi(a|s)`` plus a state-value head ``V(s)``.
 
-    The action distribution follows the action space (``plangraph.rl.distributions``):
-    categorical for ``Discrete``, one categorical per component for ``MultiDiscrete``, a
-    diagonal Gaussian for a 1-D ``Box``.
+    The action distribution follows the action space (``plangraph.rl.distributions``,
+    ``torch.distributions``): categorical for ``Discrete``, one categorical per component
+    for ``MultiDiscrete``, a diagonal Gaussian for a 1-D ``Box``.
     """
 
     model: ActorCritic | EncoderActorCritic
 
     def _build_model(self) -> ActorCritic | EncoderActorCritic:
-        self.dist_class = dist_class(self.action_space)
+        self._dist = action_distribution(self.action_space)
+        self._sample = action_sampler(self.action_space)
         self.action_shape, self.action_dtype, self.num_dist_inputs = action_layout(
             self.action_space
         )
+        box = isinstance(self.action_space, gym.spaces.Box)
         gaussian = dict(
-            gaussian_dim=self.action_shape[0] if self.dist_class is DiagGaussian else 0,
+            gaussian_dim=self.action_shape[0] if box else 0,
             free_log_std=self.config.free_log_std,
             log_std_init=self.config.log_std_init,
         )
@@ -76,9 +76,10 @@ class ActorCriticPolicy(TorchPolicy):
             **gaussian,
         )
 
-    def dist(self, inputs: torch.Tensor) -> ActionDistribution:
-        """The action distributions whose inputs (``model.pi(obs)``) are ``inputs``."""
-        return self.dist_class.from_inputs(inputs)
+    def dist(self, inputs: torch.Tensor) -> Distribution:
+        """The ``torch.distributions`` batch whose inputs (``model.pi(obs)``, float32
+        ``[B, num_dist_inputs]``) are ``inputs``."""
+        return self._dist(inputs)
 
     def compute_actions(
         self, obs: np.ndarray, explore: bool = True
@@ -94,12 +95,9 @@ class ActorCriticPolicy(TorchPolicy):
             unclipped Gaussian samples.
         """
         with torch.inference_mode():
-            logits = self.model.pi(self.obs_tensor(obs)).cpu().numpy()
-        if explore:
-            actions, logp = self.dist_class.sample(logits, self._action_rng)
-        else:
-            actions, logp = self.dist_class.mode(logits)
-        return actions, {_SB.ACTION_LOGP: logp, _SB.ACTION_DIST_INPUTS: logits}
+            inputs = self.model.pi(self.obs_tensor(obs))
+            actions, logp = self._sample(inputs, self._action_rng if explore else None)
+            return actions, {_SB.ACTION_LOGP: logp, _SB.ACTION_DIST_INPUTS: inputs.cpu().numpy()}
 
     def compute_values(self, obs: np.ndarray) -> np.ndarray:
         """``V(obs)``: float32 ``[B]`` for observations ``[B, *obs_shape]``."""
@@ -124,7 +122,7 @@ class A2CPolicy(ActorCriticPolicy):
         """``(logp [B], raw advantages [B], mean entropy, values [B], value targets [B])``."""
         inputs, values = self.model.pi_vf(t[_SB.OBS])
         dist = self.dist(inputs)
-        logp = dist.logp(t[_SB.ACTIONS])
+        logp = dist.log_prob(t[_SB.ACTIONS])
         entropy = dist.entropy().mean()
         return logp, t[_SB.ADVANTAGES].float(), entropy, values, t[_SB.VALUE_TARGETS].float()
 

@@ -1,5 +1,5 @@
-"""The layout of an action space's columns, without torch (rollout workers sampling with a
-numpy policy use it; ``plangraph.rl.distributions`` re-exports it)."""
+"""The layout of an action space's columns, without torch (``plangraph.rl.row_layout``, which
+``plangraph explain`` reads, uses it; ``plangraph.rl.distributions`` re-exports it)."""
 
 from __future__ import annotations
 

@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from torch.distributions import kl_divergence
 
 from plangraph.rl.impala import IMPALAPolicy, importance_ratio_stats, vf_explained_variance
 from plangraph.rl.models import ActorCritic, EncoderActorCritic, soft_update
@@ -91,11 +92,11 @@ class APPOPolicy(IMPALAPolicy):
         obs, actions = t[_SB.OBS], t[_SB.ACTIONS]
         inputs, values = self.model.pi_vf(obs)
         dist = self.dist(inputs)
-        logp = dist.logp(actions)
+        logp = dist.log_prob(actions)
         behaviour_logp = t[_SB.ACTION_LOGP].float()
         with torch.no_grad():
             old_dist = self.dist(self.target_model.pi(obs))
-            old_logp = old_dist.logp(actions)
+            old_logp = old_dist.log_prob(actions)
             is_ratio = torch.clamp(torch.exp(behaviour_logp - old_logp), 0.0, 2.0)
         vt = self._vtrace(t, old_logp, values)
         adv = vt.pg_advantages
@@ -106,7 +107,7 @@ class APPOPolicy(IMPALAPolicy):
         policy_loss = -surrogate.mean()
         vf_loss = 0.5 * torch.mean((vt.vs - values) ** 2)
         entropy = dist.entropy().mean()
-        kl = old_dist.kl(dist).mean()
+        kl = kl_divergence(old_dist, dist).mean()
         total = policy_loss + cfg.vf_loss_coeff * vf_loss - cfg.entropy_coeff * entropy
         if cfg.use_kl_loss:
             total = total + self.kl_coeff * kl

@@ -35,18 +35,31 @@ import torch
 import torch.nn.functional as F
 
 from plangraph.ops.models import MLPModel
+from plangraph.ops.policies import DQNConfig, per_worker_epsilon
 from plangraph.rl.models import EncoderQNetwork, QNetwork, build_encoder, soft_update
-from plangraph.rl.numpy_policy import EpsilonExploration
 from plangraph.rl.policy import Stats, TorchPolicy
 from plangraph.rl.sample_batch import SampleBatch
 
 _SB = SampleBatch
 
 
-class DQNPolicy(EpsilonExploration, TorchPolicy):
+def linear_epsilon(config: DQNConfig, timestep: int) -> float:
+    """DQN's exploration epsilon after ``timestep`` env steps sampled: linear from
+    ``epsilon_initial`` to ``epsilon_final`` over ``epsilon_timesteps``, then constant."""
+    if config.epsilon_timesteps <= 0:
+        return float(config.epsilon_final)
+    frac = min(1.0, timestep / config.epsilon_timesteps)
+    return float(config.epsilon_initial + frac * (config.epsilon_final - config.epsilon_initial))
+
+
+class DQNPolicy(TorchPolicy):
     """DQN policy: online Q-network, target Q-network, epsilon-greedy exploration."""
 
     model: QNetwork | EncoderQNetwork
+    config: DQNConfig
+
+    #: (worker, num_workers) of the rollout worker acting with this copy (Ape-X exploration)
+    exploration_worker: tuple[int, int] = (0, 1)
     loss_columns = (
         _SB.OBS,
         _SB.ACTIONS,
@@ -92,6 +105,34 @@ class DQNPolicy(EpsilonExploration, TorchPolicy):
             if rand.any():
                 actions[rand] = self._action_rng.integers(0, self.num_actions, size=int(rand.sum()))
         return actions, {}
+
+    # --- exploration ------------------------------------------------------------------
+    def set_exploration_worker(self, worker: int, num_workers: int) -> None:
+        """This copy acts for rollout worker ``worker`` (0-based) of ``num_workers``: with
+        ``per_worker_epsilon_alpha`` set, its epsilon is that worker's Ape-X epsilon.
+
+        Raises:
+            ValueError: ``worker`` outside ``[0, num_workers)``.
+        """
+        if not 0 <= worker < num_workers:
+            raise ValueError(f"worker {worker} is not one of {num_workers} rollout workers")
+        self.exploration_worker = (int(worker), int(num_workers))
+
+    @property
+    def base_epsilon(self) -> float:
+        """The annealed epsilon schedule at ``global_timestep`` (env steps sampled)."""
+        return linear_epsilon(self.config, self.global_timestep)
+
+    @property
+    def epsilon(self) -> float:
+        """Exploration epsilon at ``global_timestep``: ``base_epsilon``, or with
+        ``per_worker_epsilon_alpha`` that of this copy's rollout worker (Ape-X, Horgan et
+        al. 2018 sec. 4.1, ``per_worker_epsilon``)."""
+        alpha = self.config.per_worker_epsilon_alpha
+        if alpha is None:
+            return self.base_epsilon
+        worker, num_workers = self.exploration_worker
+        return per_worker_epsilon(self.base_epsilon, worker, num_workers, alpha)
 
     def compute_q_values(self, obs: np.ndarray) -> np.ndarray:
         """Online ``Q(obs, .)``: float32 ``[B, num_actions]``."""

@@ -108,7 +108,7 @@ class IMPALAPolicy(ActorCriticPolicy):
         t = self._tensors(batch)
         with torch.no_grad():
             inputs, values = self.model.pi_vf(t[_SB.OBS])
-            return self._vtrace(t, self.dist(inputs).logp(t[_SB.ACTIONS]), values)
+            return self._vtrace(t, self.dist(inputs).log_prob(t[_SB.ACTIONS]), values)
 
     def _loss(
         self, t: Mapping[str, torch.Tensor], with_stats: bool = True
@@ -116,7 +116,7 @@ class IMPALAPolicy(ActorCriticPolicy):
         cfg = self.config
         inputs, values = self.model.pi_vf(t[_SB.OBS])
         dist = self.dist(inputs)
-        logp = dist.logp(t[_SB.ACTIONS])
+        logp = dist.log_prob(t[_SB.ACTIONS])
         vt = self._vtrace(t, logp, values)
         policy_loss = -(logp * vt.pg_advantages).mean()
         vf_loss = 0.5 * torch.mean((vt.vs - values) ** 2)

@@ -76,6 +76,8 @@ def mlp_forward(net: nn.Sequential, x: torch.Tensor) -> torch.Tensor:
 
 def flatten_obs(obs: torch.Tensor) -> torch.Tensor:
     """``[B, *obs_shape]`` of any dtype -> float32 ``[B, prod(obs_shape)]``."""
+    if obs.dim() == 2 and obs.dtype == torch.float32:
+        return obs  # what the reshape and the cast would return; two torch calls fewer
     return obs.reshape(obs.shape[0], -1).to(torch.float32)
 
 
@@ -303,9 +305,14 @@ class EncoderQNetwork(nn.Module):
 
 
 def soft_update(target: nn.Module, online: nn.Module, tau: float) -> None:
-    """Polyak averaging: every parameter and buffer ``t <- (1 - tau) t + tau o`` of two
-    modules of the same structure."""
+    """Polyak averaging: every floating-point parameter and buffer
+    ``t <- (1 - tau) t + tau o`` of two modules of the same structure (``Tensor.lerp_``,
+    in place, without autograd); a buffer of another dtype (a count) is copied."""
     with torch.no_grad():
         dst = [*target.parameters(), *target.buffers()]
         src = [*online.parameters(), *online.buffers()]
-        torch._foreach_lerp_(dst, src, float(tau))
+        for t, o in zip(dst, src, strict=True):
+            if t.is_floating_point():
+                t.lerp_(o, float(tau))
+            else:
+                t.copy_(o)

@@ -48,7 +48,6 @@ import numpy as np
 from plangraph.ops.policy_mapping import map_agent
 from plangraph.rl.multi_agent_batch import MultiAgentBatch
 from plangraph.rl.multi_agent_env import make_multi_agent_env
-from plangraph.rl.numpy_policy import make_numpy_policy, numpy_inference_supported
 from plangraph.rl.policy_config import as_policy_config
 from plangraph.rl.postprocessing import compute_gae, compute_n_step_returns
 from plangraph.rl.row_layout import action_row
@@ -120,9 +119,7 @@ class MultiAgentRolloutWorker:
         worker_index: 0 for the local worker, ``1..num_workers`` for remote ones.
         policy_objects: policy id -> an already built policy to act with (the learner's
             own when sampling in-process); others are built here.
-        torch_threads: if set, ``torch.set_num_threads`` when a torch policy is built.
-        numpy_inference: act with numpy copies where supported (then ``set_weights``
-            before the first ``sample()``).
+        torch_threads: if set, ``torch.set_num_threads(torch_threads)`` (1 in Ray actors).
 
     Raises:
         ValueError: ``num_envs`` or ``rollout_fragment_length`` < 1, an unsupported algo,
@@ -144,7 +141,6 @@ class MultiAgentRolloutWorker:
         *,
         policy_objects: Mapping[str, Any] | None = None,
         torch_threads: int | None = None,
-        numpy_inference: bool = False,
     ) -> None:
         if num_envs < 1:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
@@ -182,7 +178,6 @@ class MultiAgentRolloutWorker:
                     f"agents of policy {pid!r} have different spaces: {agent!r} has {spaces}, "
                     f"an earlier agent {seen}; map them to different policies"
                 )
-        self._torch_threads = torch_threads
         if torch_threads is not None:
             import torch
 
@@ -193,8 +188,6 @@ class MultiAgentRolloutWorker:
             cfg, (obs_space, act_space) = self.configs[pid], self.spaces[pid]
             if policy_objects and pid in policy_objects:
                 self.policies[pid] = policy_objects[pid]
-            elif numpy_inference and numpy_inference_supported(cfg, obs_space, act_space):
-                self.policies[pid] = make_numpy_policy(obs_space, act_space, cfg, seeds[pid])
             else:
                 from plangraph.rl.policies import make_policy
 

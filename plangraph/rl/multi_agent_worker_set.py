@@ -249,7 +249,6 @@ class MultiAgentWorkerSet(WorkerSet):
             self.seed,
             worker_index,
             torch_threads=1,
-            numpy_inference=True,
         )
 
     def set_batch_transforms(self, transforms: Any) -> None:

@@ -1,7 +1,8 @@
 """Torch policy base: gradients, optimizer steps, SGD epochs, weights, schedules, state.
 
-A policy owns one torch model and one Adam optimizer. The update paths share one code
-path, so they agree bit for bit:
+A policy owns one torch model and one Adam optimizer (``torch.optim.Adam``, fused; built
+when the policy first trains). The update paths share one code path, so they agree bit
+for bit:
 
 * ``compute_gradients(batch)`` -> raw gradients of the loss on the whole batch;
 * ``apply_gradients(grads)`` -> clip the global L2 norm to ``grad_clip``, one Adam step;
@@ -31,7 +32,6 @@ import numpy as np
 import torch
 
 from plangraph.ops.policies import PolicyConfigModel
-from plangraph.rl.adam import Adam
 from plangraph.rl.advantage_norm import AdvantageNormTerms
 from plangraph.rl.policy_config import as_policy_config as as_policy_config  # re-exported
 from plangraph.rl.sample_batch import SampleBatch
@@ -149,7 +149,7 @@ class TorchPolicy:
                 if isinstance(value, torch.nn.Module):
                     value.to(self.device)
         self._params = [p for p in self.model.parameters() if p.requires_grad]
-        self.optimizer = _adam(self._params, self.cur_lr)
+        self._optimizers: dict[str, torch.optim.Optimizer] | None = None
 
     # --- to implement -----------------------------------------------------------------
     def _build_model(self) -> torch.nn.Module:
@@ -169,6 +169,30 @@ class TorchPolicy:
         columns)``; int64 for discrete actions, float32 (unclipped) for Box ones."""
         raise NotImplementedError
 
+    # --- optimizers -------------------------------------------------------------------
+    def _optimizer_params(self) -> dict[str, list[torch.nn.Parameter]]:
+        """The parameters of each optimizer the policy steps, by name (``"optimizer"``:
+        the one ``optimizer`` returns, whose state ``get_state`` saves as ``"optimizer"``)."""
+        return {"optimizer": self._params}
+
+    @property
+    def optimizers(self) -> dict[str, torch.optim.Optimizer]:
+        """The policy's optimizers by name (``_adam`` of each ``_optimizer_params``), built
+        on first use at the current learning rate: a rollout worker's copy of the policy
+        only acts and never builds one (building a ``torch.optim`` optimizer imports
+        torch's compiler stack, about 1.7 s of CPU per process)."""
+        if self._optimizers is None:
+            self._optimizers = {
+                name: _adam(params, self.cur_lr)
+                for name, params in self._optimizer_params().items()
+            }
+        return self._optimizers
+
+    @property
+    def optimizer(self) -> torch.optim.Optimizer:
+        """The optimizer of the model's parameters (``torch.optim.Adam``, fused)."""
+        return self.optimizers["optimizer"]
+
     # --- schedules --------------------------------------------------------------------
     @property
     def cur_lr(self) -> float:
@@ -181,9 +205,12 @@ class TorchPolicy:
         """``{"timestep": num_env_steps_sampled}`` drives the lr schedule (and epsilon)."""
         if "timestep" in global_vars:
             self.global_timestep = int(global_vars["timestep"])
+        if self._optimizers is None:  # built at the learning rate of its first use
+            return
         lr = self.cur_lr
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr
+        for optimizer in self._optimizers.values():
+            for group in optimizer.param_groups:
+                group["lr"] = lr
 
     # --- batches ----------------------------------------------------------------------
     def _tensors(self, batch: SampleBatch) -> dict[str, torch.Tensor]:
@@ -423,15 +450,15 @@ class TorchPolicy:
         self.set_global_vars({"timestep": state["global_timestep"]})
 
 
-def _adam(params: list[torch.nn.Parameter], lr: float) -> Adam:
-    """Adam (eps 1e-5), as one fused kernel where torch has it for these parameters.
+def _adam(params: list[torch.nn.Parameter], lr: float) -> torch.optim.Adam:
+    """``torch.optim.Adam`` (eps 1e-5) with torch's fused kernel (``fused=True``: one
+    kernel for all parameters, on the CPU and on CUDA).
 
     The learner makes thousands of steps on small MLPs, where the per-tensor Python loop
-    of the default implementation costs more than the arithmetic (a DQN update: 0.3 ms of
-    Adam out of 1 ms); the fused kernel computes the same update. ``plangraph.rl.adam``
-    says why this is not ``torch.optim.Adam`` itself (start-up time; same numbers).
+    of the default (``foreach``) implementation costs more than the arithmetic (a DQN
+    update: 0.3 ms of Adam out of 1 ms); the fused kernel computes the same update.
     """
-    return Adam(params, lr=lr, eps=1e-5)
+    return torch.optim.Adam(params, lr=lr, eps=1e-5, fused=True)
 
 
 def _merge_minibatch_stats(last: list[tuple[np.ndarray, Stats]], count: int) -> Stats:

@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import torch
+from torch.distributions import kl_divergence
 
 from plangraph.rl.a2c import ActorCriticPolicy, explained_variance
 from plangraph.rl.policy import Stats
@@ -49,7 +50,7 @@ class PPOPolicy(ActorCriticPolicy):
         cfg = self.config
         inputs, values = self.model.pi_vf(t[_SB.OBS])
         dist = self.dist(inputs)
-        logp = dist.logp(t[_SB.ACTIONS])
+        logp = dist.log_prob(t[_SB.ACTIONS])
         old_logp = t[_SB.ACTION_LOGP].float()
         adv = t[_SB.ADVANTAGES].float()
         if cfg.normalize_advantages:
@@ -81,7 +82,7 @@ class PPOPolicy(ActorCriticPolicy):
             return total, {}
         with torch.no_grad():
             old_dist = self.dist(t[_SB.ACTION_DIST_INPUTS].float())
-            kl = old_dist.kl(dist).mean()
+            kl = kl_divergence(old_dist, dist).mean()
             clip_frac = ((ratio - 1.0).abs() > cfg.clip_param).float().mean()
         return total, {
             "total_loss": total.item(),

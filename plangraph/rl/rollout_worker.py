@@ -1,10 +1,14 @@
 """``RolloutWorker``: samples fixed-length fragments from a gymnasium vector env.
 
 One worker = one ``gymnasium.vector.SyncVectorEnv`` of ``num_envs`` sub-envs + one torch
-policy for inference. ``sample()`` steps every sub-env ``rollout_fragment_length`` (``T``)
-times and returns one postprocessed ``SampleBatch`` of exactly ``T * num_envs`` rows, so
-``batch.env_steps()`` is the number of sub-env ``step`` calls made: counters can add it
-directly.
+policy for inference: the learner's own policy class (``plangraph.rl.policies``), acting
+under ``torch.inference_mode()`` with one forward pass per vector step for all sub-envs,
+on one torch thread in a Ray actor (``torch_threads=1``). A remote worker's copy only
+acts: it never builds an optimizer.
+
+``sample()`` steps every sub-env ``rollout_fragment_length`` (``T``) times and returns one
+postprocessed ``SampleBatch`` of exactly ``T * num_envs`` rows, so ``batch.env_steps()``
+is the number of sub-env ``step`` calls made: counters can add it directly.
 
 Autoreset. The vector env is created with ``autoreset_mode=SAME_STEP``: when a sub-env's
 episode ends at step ``t``, the vector env resets it inside that same ``step`` call,
@@ -71,7 +75,6 @@ import gymnasium as gym
 import numpy as np
 
 from plangraph.rl.env_state import capture_env, restore_env
-from plangraph.rl.numpy_policy import make_numpy_policy, numpy_inference_supported
 from plangraph.rl.policy_config import as_policy_config
 from plangraph.rl.postprocessing import compute_gae, compute_n_step_returns
 from plangraph.rl.row_layout import action_row, sample_row_layout
@@ -80,10 +83,7 @@ from plangraph.rl.seeding import derive_seeds
 from plangraph.rl.worker_gradients import WorkerGradients
 from plangraph.rl.wrappers import make_env
 
-# Torch loads only where a torch policy is built: a worker sampling with numpy never
-# imports it (``plangraph.rl.numpy_policy``).
 if TYPE_CHECKING:
-    from plangraph.rl.numpy_policy import NumpyPolicy
     from plangraph.rl.policy import TorchPolicy
 
 __all__ = ["EnvSpec", "RolloutWorker", "env_creator", "make_vector_env", "sample_row_layout"]
@@ -141,13 +141,7 @@ class RolloutWorker:
         worker_index: 0 for the local worker, ``1..num_workers`` for remote ones.
         policy: use this policy instead of building one (the local learner policy when
             sampling in-process); its spaces must match the env's.
-        torch_threads: if set, ``torch.set_num_threads(torch_threads)`` (1 in Ray actors)
-            when the worker builds a torch policy.
-        numpy_inference: sample with a numpy copy of the policy
-            (``plangraph.rl.numpy_policy``) where it supports the config and spaces: the
-            worker then never imports torch, and needs ``set_weights`` before its first
-            ``sample()``. Remote workers of a ``WorkerSet`` do; the default (False) builds
-            a torch policy, which a caller may also train.
+        torch_threads: if set, ``torch.set_num_threads(torch_threads)`` (1 in Ray actors).
         num_workers: remote workers of the worker set this one belongs to (``worker_index``
             ``1..num_workers``); a DQN policy with ``per_worker_epsilon_alpha`` explores
             with this worker's Ape-X epsilon. ``None``: the only worker.
@@ -167,7 +161,6 @@ class RolloutWorker:
         *,
         policy: TorchPolicy | None = None,
         torch_threads: int | None = None,
-        numpy_inference: bool = False,
         num_workers: int | None = None,
     ) -> None:
         if num_envs < 1:
@@ -182,34 +175,25 @@ class RolloutWorker:
         self.env = make_vector_env(env, num_envs)
         self.observation_space = self.env.single_observation_space
         self.action_space = self.env.single_action_space
-        use_numpy = (
-            policy is None
-            and numpy_inference
-            and numpy_inference_supported(self.config, self.observation_space, self.action_space)
-        )
-        self._torch_threads = torch_threads
-        if torch_threads is not None and not use_numpy:
+        if torch_threads is not None:
             import torch
 
             torch.set_num_threads(torch_threads)
-        self.policy: TorchPolicy | NumpyPolicy
+        self.policy: TorchPolicy
         if policy is not None:
             self.policy = policy
-        elif use_numpy:
-            self.policy = make_numpy_policy(
-                self.observation_space, self.action_space, self.config, self.policy_seed
-            )
         else:
             from plangraph.rl.policies import make_policy
 
             self.policy = make_policy(
                 self.observation_space, self.action_space, self.config, self.policy_seed
             )
-        self._exploration_worker = (
-            (self.worker_index - 1, num_workers) if num_workers and self.worker_index >= 1 else None
-        )
-        if self._exploration_worker is not None and hasattr(self.policy, "set_exploration_worker"):
-            self.policy.set_exploration_worker(*self._exploration_worker)
+        if (
+            num_workers
+            and self.worker_index >= 1
+            and hasattr(self.policy, "set_exploration_worker")
+        ):
+            self.policy.set_exploration_worker(self.worker_index - 1, num_workers)
         self._obs_shape = tuple(self.observation_space.shape)
         self._obs_dtype = self.observation_space.dtype
         self._action_shape, self._action_dtype = action_row(self.action_space)
@@ -365,18 +349,12 @@ class RolloutWorker:
         """A3C's worker step: ``sample()`` one fragment, then this worker's policy's
         gradients on it (no optimizer step); see ``plangraph.rl.worker_gradients``.
 
-        A worker that samples with a numpy copy of the policy (``numpy_inference``) swaps
-        it for the torch policy first, carrying its weights, epsilon timestep and action
-        sampler over: gradients need torch's autograd.
-
         Returns:
             ``WorkerGradients`` of ``num_envs * rollout_fragment_length`` env steps.
 
         Raises:
             KeyError: the policy's loss needs a column the fragment lacks.
         """
-        if not hasattr(self.policy, "compute_gradients"):
-            self._use_torch_policy()
         batch = self.sample()
         grads, stats = self.policy.compute_gradients(batch)
         return WorkerGradients(
@@ -388,23 +366,6 @@ class RolloutWorker:
             policy_version=self.policy_version,
             worker_index=self.worker_index,
         )
-
-    def _use_torch_policy(self) -> None:
-        from plangraph.rl.policies import make_policy
-
-        if self._torch_threads is not None:
-            import torch
-
-            torch.set_num_threads(self._torch_threads)
-        policy = make_policy(
-            self.observation_space, self.action_space, self.config, self.policy_seed
-        )
-        state = self.policy.get_sampling_state()
-        if state["weights"]:
-            policy.set_sampling_state(state)
-        if self._exploration_worker is not None and hasattr(policy, "set_exploration_worker"):
-            policy.set_exploration_worker(*self._exploration_worker)
-        self.policy = policy
 
     def _postprocess_actor_critic(
         self,

@@ -38,19 +38,16 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import nn
+from torch.distributions import Independent, Normal, TanhTransform, TransformedDistribution
 
 from plangraph.ops.policies import SACConfig
-from plangraph.rl.adam import Adam
 from plangraph.rl.models import flatten_obs, mlp, mlp_forward, soft_update
-from plangraph.rl.policy import Stats, TorchPolicy, _adam, to_tensor
+from plangraph.rl.policy import Stats, TorchPolicy, to_tensor
 from plangraph.rl.sample_batch import SampleBatch
 
 _SB = SampleBatch
 _LOG_STD_MIN, _LOG_STD_MAX = -20.0, 2.0
-_LOG2 = math.log(2.0)
-_HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 
 
 class SACModel(nn.Module):
@@ -90,12 +87,15 @@ def squashed_sample(
     mean: torch.Tensor, log_std: torch.Tensor, eps: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The reparametrised draw ``y = tanh(mean + std * eps)`` for standard normal noise
-    ``eps`` and ``log pi(y)`` (module doc), float32 ``[B, D]`` and ``[B]``."""
-    u = mean + torch.exp(log_std) * eps
-    # log(1 - tanh(u)^2) = 2 (log 2 - u - softplus(-2 u)), stable for large |u|
-    log_det = 2.0 * (_LOG2 - u - F.softplus(-2.0 * u))
-    logp = (-0.5 * eps * eps - log_std - _HALF_LOG_2PI - log_det).sum(-1)
-    return torch.tanh(u), logp
+    ``eps`` and ``log pi(y)`` (module doc), float32 ``[B, D]`` and ``[B]``: torch's
+    ``TransformedDistribution`` of ``Independent(Normal(mean, std), 1)`` by a
+    ``TanhTransform``, whose log-prob of ``y`` reads the pre-image ``u`` from the
+    transform's cache (not ``atanh(y)``, which rounds badly near the bounds)."""
+    squash = TanhTransform(cache_size=1)
+    std = torch.exp(log_std)
+    dist = TransformedDistribution(Independent(Normal(mean, std), 1), [squash])
+    y = squash(mean + std * eps)
+    return y, dist.log_prob(y)
 
 
 class SACPolicy(TorchPolicy):
@@ -162,10 +162,6 @@ class SACPolicy(TorchPolicy):
         m = self.model
         self._actor_params = list(m.actor.parameters())
         self._critic_params = [p for q in m.critics() for p in q.parameters()]
-        self.actor_optimizer = _adam(self._actor_params, self.cur_lr)
-        self.critic_optimizer = _adam(self._critic_params, self.cur_lr)
-        self.alpha_optimizer = _adam([m.log_alpha], self.cur_lr)
-        self.optimizer = self.actor_optimizer  # what the base class saves and schedules
         self._torch_gen = torch.Generator().manual_seed(int(seed))
 
     def _build_model(self) -> SACModel:
@@ -182,6 +178,26 @@ class SACPolicy(TorchPolicy):
             for p in q.parameters():
                 p.requires_grad_(False)
         return model
+
+    def _optimizer_params(self) -> dict[str, list[nn.Parameter]]:
+        # The actor's is "optimizer": what the base class saves and schedules.
+        return {
+            "optimizer": self._actor_params,
+            "critic_optimizer": self._critic_params,
+            "alpha_optimizer": [self.model.log_alpha],
+        }
+
+    @property
+    def actor_optimizer(self) -> torch.optim.Optimizer:
+        return self.optimizers["optimizer"]
+
+    @property
+    def critic_optimizer(self) -> torch.optim.Optimizer:
+        return self.optimizers["critic_optimizer"]
+
+    @property
+    def alpha_optimizer(self) -> torch.optim.Optimizer:
+        return self.optimizers["alpha_optimizer"]
 
     @property
     def alpha(self) -> float:
@@ -219,7 +235,9 @@ class SACPolicy(TorchPolicy):
         eps = torch.randn(mean.shape, generator=self._torch_gen)
         return squashed_sample(mean, log_std, eps)
 
-    def _step(self, optimizer: Adam, params: list[nn.Parameter], loss: torch.Tensor) -> float:
+    def _step(
+        self, optimizer: torch.optim.Optimizer, params: list[nn.Parameter], loss: torch.Tensor
+    ) -> float:
         grads = torch.autograd.grad(loss, params)
         for p, g in zip(params, grads, strict=True):
             p.grad = g
@@ -320,14 +338,7 @@ class SACPolicy(TorchPolicy):
             else:
                 soft_update(target, online, tau)
 
-    # --- schedules and state ----------------------------------------------------------
-    def set_global_vars(self, global_vars: Mapping[str, Any]) -> None:
-        super().set_global_vars(global_vars)
-        lr = self.cur_lr
-        for opt in (self.critic_optimizer, self.alpha_optimizer):
-            for group in opt.param_groups:
-                group["lr"] = lr
-
+    # --- state ------------------------------------------------------------------------
     def get_state(self) -> dict[str, Any]:
         state = super().get_state()
         state["target_weights"] = [

@@ -7,9 +7,8 @@
 * ``num_workers == 0``: a local ``RolloutWorker`` (``worker_index`` 0) samples in-process
   and *shares* the learner policy object, so no weight sync is needed.
 
-Remote workers sample with numpy copies of the policy (``plangraph.rl.numpy_policy``)
-where those support the config and spaces, so their processes never import torch (about
-2 s of CPU each at start-up); they act only after the broadcast below.
+Remote workers act with the learner's policy class (torch, one thread, inference mode;
+their copy builds no optimizer), each from the learner's weights: the broadcast below.
 
 ``sync_weights(global_vars)`` puts the learner weights into the object store once
 (``ray.put``) and sends ``set_weights(ref, global_vars)`` to every worker without waiting;
@@ -333,7 +332,6 @@ class WorkerSet:
             self.seed,
             worker_index,
             torch_threads=1,
-            numpy_inference=True,
             num_workers=self.num_workers,
         )
         if self._batch_transforms:  # a replacement runs the same worker-side maps
