@@ -1,7 +1,7 @@
 """Bounded replacement of dead rollout workers: the restart policy and what a death says.
 
-A rollout worker whose *process* dies (``os._exit`` in an env, a segfault, the OOM killer)
-reaches the driver as ``ray.exceptions.RayActorError``; the ``WorkerSet`` replaces it, but
+A rollout worker whose *process* dies (a native library ending it, a segfault, the OOM
+killer) reaches the driver as ``ray.exceptions.RayActorError``; the ``WorkerSet`` replaces it, but
 only ``max_worker_restarts`` times per worker within a sliding ``window_s``, waiting an
 exponential backoff before each replacement. One more death raises
 :class:`WorkerRestartError` naming the plan node, the worker and the original cause
@@ -130,9 +130,10 @@ class WorkerRestartError(OperatorError):
 def describe_actor_death(error: BaseException) -> str:
     """One paragraph on why an actor died, from a ``RayActorError``: its pid, Ray's
     ``Worker exit type``/``exit detail`` (an exit code when the process called
-    ``sys.exit``; Ray sees only a closed connection for ``os._exit`` or a signal), the
-    exception of a failed constructor, and the tail of the process's stderr log when it
-    is readable on this node (a Python fatal-signal report, whatever the env printed)."""
+    ``sys.exit``; Ray sees only a closed connection for a process ended without Python's
+    shutdown or by a signal), the exception of a failed constructor, and the tail of the
+    process's stderr log when it is readable on this node (a Python fatal-signal report,
+    whatever the env printed)."""
     message = str(getattr(error, "error_msg", "") or error)
     parts: list[str] = []
     pid_match = re.search(r"\bpid[:=] ?(\d+)", message)
