@@ -25,7 +25,12 @@ _PROBE = (
 def _probe(cache: Path) -> str:
     env = {**os.environ, "PLANGRAPH_CACHE_DIR": str(cache), "PYTHONPATH": str(ROOT)}
     proc = subprocess.run(
-        [sys.executable, "-c", _PROBE], cwd=ROOT, env=env, capture_output=True, text=True
+        [sys.executable, "-c", _PROBE],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 0, proc.stderr
     return proc.stdout.strip()

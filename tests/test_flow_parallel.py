@@ -385,7 +385,8 @@ def test_idle_async_union_over_actors_blocks_on_ray_instead_of_spinning(
     time.sleep(1.0)  # the window over which CPU is measured, not a speed assertion
     ray.get(gate.send.remote())
     consumer.join(timeout=60)
-    assert result and result[0] in {"a0", "b0"}
+    assert result, "the union handed the consumer thread nothing within 60 s of the gate"
+    assert result[0] in {"a0", "b0"}
     # A hot spin would keep the consumer thread on a core for the whole window.
     assert cpu_share[0] < 0.2
 

@@ -19,6 +19,7 @@ from plangraph.flow.local import LocalIterator
 from plangraph.runtime import learner_thread
 from plangraph.runtime.algorithm import Checkpoint
 from plangraph.runtime.implementations import LOWERINGS
+from tests.waiting import run_has_results, wait_until
 
 pytestmark = pytest.mark.usefixtures("ray_session")
 
@@ -267,12 +268,12 @@ def test_ctrl_c_stops_an_async_run_and_joins_the_learner(tmp_path: Path) -> None
     )  # fmt: skip
     try:
         log = run_dir / "result.jsonl"
-        deadline = time.monotonic() + 240
-        while time.monotonic() < deadline and (
-            not log.exists() or len(log.read_text().splitlines()) < 2
-        ):
-            assert proc.poll() is None, proc.communicate()
-            time.sleep(0.2)
+        wait_until(
+            lambda: run_has_results(proc, log, 2),
+            f"2 results in {log}",
+            timeout_s=240,
+            interval_s=0.2,
+        )
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=120)
     finally:
@@ -314,8 +315,8 @@ def test_a_checkpoint_pairs_the_learner_weights_with_their_version(tmp_path: Pat
         for batch in _batches(algo, 8, 128):
             learner.inqueue.put(batch)
         learner.start()
-        while learner.version < 2:  # training, with batches still queued
-            time.sleep(0.01)
+        # training, with batches still queued
+        wait_until(lambda: learner.version >= 2, "the learner thread's 2nd update", 120, 0.01)
         algo.save(tmp_path / "ckpt")
     finally:
         algo.stop()
