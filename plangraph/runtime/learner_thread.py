@@ -52,7 +52,8 @@ UPDATE_DEADLINE_S = 1800.0
 ``learn_on_batch`` pass) may take before the driver, waiting on the thread in ``Enqueue`` or
 ``Dequeue``, gives up with ``OperatorTimeoutError``. A pass over a train batch takes
 milliseconds for the MLPs here and seconds for a large CNN batch on 2 loaded cores; the
-driver holds the lock only to read weights or sync a target. Thirty minutes (as
+driver holds the lock only briefly (reading weights for a broadcast or a checkpoint,
+syncing a target). Thirty minutes (as
 ``plangraph.flow.deadlines.REPLY_DEADLINE_S`` for an actor's reply) only ends a thread that
 hangs: a deadlock, a device that stopped answering."""
 
