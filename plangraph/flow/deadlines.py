@@ -22,7 +22,7 @@ from typing import Any
 
 from plangraph.flow.watchdog import check_watchdog, note_waiting
 
-__all__ = ["REPLY_DEADLINE_S", "WAIT_SLICE_S", "get_all", "wait_all", "wait_refs"]
+__all__ = ["REPLY_DEADLINE_S", "WAIT_SLICE_S", "get_all", "not_answered", "wait_all", "wait_refs"]
 
 REPLY_DEADLINE_S = 1800.0
 """Seconds (wall clock) a wait for one Ray actor call's reply lasts before it fails.
@@ -46,6 +46,19 @@ Expired = Callable[[list[Any]], BaseException]
 Late = Callable[[list[int], float], BaseException]
 """``late(positions, deadline_s)``: the error to raise when the refs at ``positions`` (of
 those waited for) were not ready within ``deadline_s`` seconds."""
+
+
+def not_answered(who: str, call: str, deadline_s: float, stuck: str, raise_it: str = "") -> str:
+    """The message of an expired reply deadline: ``who`` did not answer ``call`` within
+    ``deadline_s`` seconds; is ``stuck`` (what may hang inside the call), or is the actor
+    not started? ``raise_it``: how to give such calls more time, besides the constant."""
+    how = f"{raise_it}; default " if raise_it else ""
+    return (
+        f"{who} did not answer {call} within {deadline_s:g} s: is {stuck}, or is it still "
+        "waiting for Ray to start it (resources no node has free: see `ray status`)? If "
+        f"such calls are this slow by design, raise the deadline ({how}"
+        "plangraph.flow.deadlines.REPLY_DEADLINE_S)"
+    )
 
 
 def wait_refs(

@@ -552,14 +552,16 @@ class _ShardSet:
         method) within the deadline."""
         src = self.source
         which = ", ".join(f"shard {s.index}" for s in late) or "a replaced shard actor"
+        text = deadlines.not_answered(
+            which,
+            call or f"{src.method}()",
+            self.deadline_s,
+            "the actor stuck inside that call (an env step that never returns, a deadlock)",
+            "reply_deadline_s of the gather",
+        )
         return OperatorTimeoutError(
             src.name,
-            f"OperatorTimeoutError: {which} did not answer {call or src.method + '()'} within "
-            f"{self.deadline_s:g} s: is the actor stuck inside that call (an env step that "
-            "never returns, a deadlock), or still waiting for Ray to start it (resources no "
-            "node has free: see `ray status`)? If its calls are this slow by design, raise "
-            "the deadline (reply_deadline_s of the gather; default "
-            "plangraph.flow.deadlines.REPLY_DEADLINE_S)",
+            f"OperatorTimeoutError: {text}",
             actor=", ".join(repr(s.actor) for s in late) or None,
         )
 

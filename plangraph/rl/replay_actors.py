@@ -527,11 +527,8 @@ class ReplayActorSet:
         """The error for shards ``shards`` not answering ``call`` within ``deadline_s``
         seconds: an ``OperatorTimeoutError`` of plan node ``node_id`` when one waited."""
         names = ", ".join(map(str, shards))
-        text = (
-            f"replay shard {names} of {self.name!r} did not answer {call} within "
-            f"{deadline_s:g} s (plangraph.flow.deadlines.REPLY_DEADLINE_S): is the shard actor "
-            "stuck, or still waiting for Ray to start it (the memory it reserves free on no "
-            "node: see `ray status`)?"
+        text = deadlines.not_answered(
+            f"replay shard {names} of {self.name!r}", call, deadline_s, "the shard actor stuck"
         )
         if node_id is None:
             return WaitTimeoutError(text)

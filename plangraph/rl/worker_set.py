@@ -60,7 +60,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from plangraph.errors import BuildError, WaitTimeoutError
-from plangraph.flow.deadlines import get_all, wait_all
+from plangraph.flow.deadlines import get_all, not_answered, wait_all
 from plangraph.rl.envs import resolve_env, ship_by_value
 from plangraph.rl.policy_config import as_policy_config
 from plangraph.rl.restarts import (
@@ -684,10 +684,12 @@ def _late_workers(positions: list[int], call: str, deadline_s: float) -> WaitTim
     within ``deadline_s`` seconds."""
     which = ", ".join(str(i + 1) for i in positions)
     return WaitTimeoutError(
-        f"rollout worker {which} did not answer {call} within {deadline_s:g} s "
-        "(plangraph.flow.deadlines.REPLY_DEADLINE_S): is its env stuck inside a step (a call "
-        "queues behind the sample() in progress), or is the worker still waiting for Ray to "
-        "start it (resources no node has free: see `ray status`)?"
+        not_answered(
+            f"rollout worker {which}",
+            call,
+            deadline_s,
+            "its env stuck inside a step (a call queues behind the sample() in progress)",
+        )
     )
 
 
