@@ -22,7 +22,9 @@ below load on first use.
 * Errors: ``PlangraphError`` and one subclass per phase (``PlanError`` with
   ``PlanValidationError`` and ``PlanBuildError``, ``BuildError``, ``RegistrationError``
   with ``UnknownOperatorError``, ``RenderError``, ``OperatorError``,
-  ``StopCriterionError``, ``CheckpointError``); the tree is drawn in ``plangraph.errors``.
+  ``StopCriterionError``, ``CheckpointError``), and ``WaitTimeoutError`` (also a
+  ``TimeoutError``) for a wait that outlived its deadline; the tree is drawn in
+  ``plangraph.errors``.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ __all__ = [
     "RenderError",
     "StopCriterionError",
     "UnknownOperatorError",
+    "WaitTimeoutError",
     "analyze",
     "build",
     "compile",
@@ -75,6 +78,7 @@ _LAZY = {
     "RegistrationError": "plangraph.errors",
     "UnknownOperatorError": "plangraph.errors",
     "CheckpointError": "plangraph.errors",
+    "WaitTimeoutError": "plangraph.errors",
     "PlanBuildError": "plangraph.ops.builder",
     "OperatorError": "plangraph.flow.errors",
 }
@@ -97,6 +101,7 @@ if TYPE_CHECKING:
         RenderError,
         StopCriterionError,
         UnknownOperatorError,
+        WaitTimeoutError,
     )
     from plangraph.flow.errors import OperatorError
     from plangraph.ir import Plan, PlanConfig

@@ -2,7 +2,8 @@
 
 Every error plangraph raises on purpose is a :class:`PlangraphError`; catch that to catch
 them all, or a phase to catch one kind. Each also keeps the builtin base it always had
-(``ValueError``, ``RuntimeError``), so older ``except ValueError`` code keeps working::
+(``ValueError``, ``RuntimeError``; ``TimeoutError`` for the deadlines), so older ``except
+ValueError`` code keeps working::
 
     PlangraphError
     ├── PlanError                  the plan cannot be loaded, built in Python, or is invalid
@@ -21,7 +22,11 @@ them all, or a phase to catch one kind. Each also keeps the builtin base it alwa
     │   │                          running; names the plan node id
     │   ├── PlanStalledError       (plangraph.flow.watchdog) the sink got nothing for
     │   │                          max_idle_s while the flow kept running
-    │   └── WorkerRestartError     (plangraph.rl.restarts) a rollout worker kept dying
+    │   ├── WorkerRestartError     (plangraph.rl.restarts) a rollout worker kept dying
+    │   └── OperatorTimeoutError   (plangraph.flow.errors) a plan node waited past its
+    │                              deadline (also a WaitTimeoutError)
+    ├── WaitTimeoutError           something plangraph waited for (an actor's reply, a
+    │                              learner thread) did not come within its deadline
     ├── UnknownPassError           ``--no-pass`` / ``disable_passes`` names no optimisation
     │                              pass (the message has a did-you-mean)
     ├── StopCriterionError         a malformed or unknown stop criterion (``--stop``)
@@ -45,6 +50,7 @@ __all__ = [
     "StopCriterionError",
     "UnknownOperatorError",
     "UnknownPassError",
+    "WaitTimeoutError",
 ]
 
 
@@ -91,3 +97,14 @@ class CheckpointError(PlangraphError, ValueError):
     """A checkpoint or run directory cannot be loaded: a file is missing, corrupt,
     truncated, hand-edited into an unexpected shape, written for another plan, or in the
     pre-2 pickle format (refused, never unpickled: a pickle can run code when loaded)."""
+
+
+class WaitTimeoutError(PlangraphError, TimeoutError):
+    """Something plangraph waited for, outside the waiting thread's control (a Ray actor's
+    reply, a learner thread's update or its exit), did not come within its deadline.
+
+    The message says what was waited for, for how long (seconds) and what to check; the
+    deadlines are named constants (``plangraph.flow.deadlines.REPLY_DEADLINE_S`` and the
+    others their docstrings point to). A plan node's wait raises the subclass
+    ``plangraph.flow.errors.OperatorTimeoutError``, which names the node.
+    """

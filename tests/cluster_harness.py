@@ -165,7 +165,7 @@ def main(out_dir: Path) -> None:
     finally:
         if proc is not None and proc.poll() is None:
             proc.kill()
-            proc.wait()
+            proc.wait(timeout=60)
         cluster.shutdown()
     (out_dir / "cluster.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
 

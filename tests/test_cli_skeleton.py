@@ -25,7 +25,11 @@ def test_no_command_is_usage_error() -> None:
 
 def test_python_dash_m_entry_point() -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "plangraph", "--help"], capture_output=True, text=True, check=False
+        [sys.executable, "-m", "plangraph", "--help"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
     )
     assert proc.returncode == 0, proc.stderr
     assert "usage: plangraph" in proc.stdout

@@ -149,7 +149,12 @@ def test_validate_imports_neither_ray_nor_torch(tmp_path: Path) -> None:
     outs = []
     for _ in range(2):
         proc = subprocess.run(
-            [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True
+            [sys.executable, "-c", code],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
         )
         assert proc.returncode == 0, proc.stderr
         outs.append(proc.stdout.strip().splitlines()[-1])
@@ -169,6 +174,8 @@ def test_validate_imports_networkx_only_for_a_plan_with_a_cycle() -> None:
         "    bad = main(['validate', 'tests/fixtures/bad_plans/PG120_cycle.json'])\n"
         "print(ok, before, bad, 'networkx' in sys.modules)\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["0", "False", "1", "True"]

@@ -13,7 +13,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 import types
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ import pytest
 from plangraph.compiler import Capacity, analyze
 from plangraph.compiler.capacity import NodeCapacity
 from plangraph.compiler.placement import place_bundles
+from tests.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 PLANS = ROOT / "plans"
@@ -65,13 +65,16 @@ def test_three_node_cluster(tmp_path: Path) -> None:
     finally:
         if harness.poll() is None:
             os.killpg(harness.pid, 9)
-            harness.wait()
+            harness.wait(timeout=60)
     assert harness.returncode == 0, log.decode(errors="replace")[-5000:]
     # Nothing the cluster started outlives it (raylets, GCS, rollout workers, the run).
-    deadline = time.monotonic() + 30
-    while _session_processes(harness.pid) and time.monotonic() < deadline:
-        time.sleep(0.5)
-    assert _session_processes(harness.pid) == []
+    wait_until(
+        lambda: not _session_processes(harness.pid),
+        "every process of the cluster's session (raylets, GCS, workers) to exit",
+        timeout_s=30,
+        interval_s=0.5,
+        describe=lambda: str(_session_processes(harness.pid)),
+    )
 
     r = json.loads((tmp_path / "cluster.json").read_text())
     head, (node_a, node_b) = r["head_node_id"], r["worker_node_ids"]

@@ -27,7 +27,12 @@ def _probe(cache: Path, *args: str) -> str:
     whether it imported gymnasium, torch and ray."""
     env = {**os.environ, "PLANGRAPH_CACHE_DIR": str(cache), "PYTHONPATH": str(ROOT)}
     proc = subprocess.run(
-        [sys.executable, "-c", _PROBE, *args], cwd=ROOT, env=env, capture_output=True, text=True
+        [sys.executable, "-c", _PROBE, *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 0, proc.stderr
     return proc.stdout.strip()

@@ -22,12 +22,29 @@ def test_every_exported_error_is_in_the_tree() -> None:
         "OperatorError": (RuntimeError,),
         "StopCriterionError": (ValueError,),
         "CheckpointError": (ValueError,),
+        "WaitTimeoutError": (TimeoutError,),
     }
     for name, bases in phases.items():
         cls = getattr(plangraph, name)
         assert issubclass(cls, plangraph.PlangraphError), name
         for base in bases:
             assert issubclass(cls, base), (name, base)
+
+
+def test_a_plan_node_s_timeout_is_an_operator_error_and_a_wait_timeout() -> None:
+    """``OperatorTimeoutError`` names the node like every ``OperatorError``, and is caught
+    by ``except WaitTimeoutError`` and ``except TimeoutError`` alike; it survives pickling
+    (it crosses from shard actors to the driver)."""
+    import pickle
+
+    from plangraph.flow.errors import OperatorTimeoutError
+
+    err = OperatorTimeoutError("rollouts", "OperatorTimeoutError: shard 1 ...", actor="a")
+    assert isinstance(err, plangraph.OperatorError) and isinstance(err, plangraph.WaitTimeoutError)
+    assert isinstance(err, TimeoutError) and isinstance(err, RuntimeError)
+    assert str(err) == "plan node 'rollouts' failed on actor a: OperatorTimeoutError: shard 1 ..."
+    back = pickle.loads(pickle.dumps(err))
+    assert type(back) is OperatorTimeoutError and str(back) == str(err)
 
 
 def test_validation_phase_raises_a_plan_error() -> None:

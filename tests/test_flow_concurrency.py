@@ -127,7 +127,7 @@ def test_async_union_waits_without_spinning_when_all_inputs_are_local_idle() -> 
     time.sleep(0.5)  # the window over which CPU is measured, not a speed assertion
     released.set()
     consumer.join(timeout=30)
-    assert result == ["go"]
+    assert result == ["go"], "the union handed the consumer thread nothing within 30 s"
     # A hot spin would use ~100% of a core in the consumer thread.
     assert cpu[0] < 0.3
 

@@ -17,11 +17,15 @@ from typing import Any
 import pytest
 import ray
 
-from plangraph.flow._shard import SHARD_ATTR
+import plangraph
+from plangraph.flow import deadlines
+from plangraph.flow._shard import SHARD_ATTR, RemoteTransform, shard_init, shard_next
 from plangraph.flow.concurrency import concurrently
-from plangraph.flow.errors import OperatorError
+from plangraph.flow.errors import OperatorError, OperatorTimeoutError
 from plangraph.flow.iterators import ParallelIterator
 from plangraph.flow.metrics import get_metrics
+from plangraph.flow.sentinel import NOT_READY, ready_items
+from plangraph.flow.watchdog import PlanStalledError, Watchdog
 
 pytestmark = [pytest.mark.usefixtures("ray_session"), pytest.mark.timeout(120)]
 
@@ -381,6 +385,92 @@ def test_idle_async_union_over_actors_blocks_on_ray_instead_of_spinning(
     time.sleep(1.0)  # the window over which CPU is measured, not a speed assertion
     ray.get(gate.send.remote())
     consumer.join(timeout=60)
-    assert result and result[0] in {"a0", "b0"}
+    assert result, "the union handed the consumer thread nothing within 60 s of the gate"
+    assert result[0] in {"a0", "b0"}
     # A hot spin would keep the consumer thread on a core for the whole window.
     assert cpu_share[0] < 0.2
+
+
+# -- deadlines ---------------------------------------------------------------------------
+
+
+def _pull_until_raised(flow: Iterator[Any], what: str, guard_s: float = 60.0) -> None:
+    """Pull ``flow`` until it raises (the caller's ``pytest.raises`` catches it); fail if
+    it still yields after ``guard_s`` seconds (a hang guard, not a speed assertion)."""
+    stop = time.monotonic() + guard_s
+    while time.monotonic() < stop:
+        next(flow)
+    pytest.fail(f"{what} did not fire within {guard_s:g} s")
+
+
+def test_a_call_that_never_returns_hits_the_reply_deadline_naming_the_shard(
+    toy: Callable[..., Any], gate: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Shard 1's ``sample()`` never returns (its gate stays shut): the blocking gather
+    raises at the module's deadline, naming the source, the shard, its actor and the call,
+    instead of waiting for ever."""
+    monkeypatch.setattr(deadlines, "REPLY_DEADLINE_S", 1.0)
+    par = ParallelIterator.from_actors([toy(0, "a"), toy(1, "s", gate=gate)], name="rollouts")
+    with pytest.raises(OperatorTimeoutError) as info:
+        _pull_until_raised(iter(par.gather_sync()), "the reply deadline")
+    err = info.value
+    assert err.node_id == "rollouts"
+    assert "shard 1 did not answer sample() within 1 s" in err.detail
+    assert "ray status" in err.detail and "REPLY_DEADLINE_S" in err.detail
+    assert "Toy" in (err.actor or "")
+    assert isinstance(err, plangraph.WaitTimeoutError) and isinstance(err, TimeoutError)
+
+
+def test_gather_async_does_not_let_busy_shards_hide_a_silent_one(
+    toy: Callable[..., Any], gate: Any
+) -> None:
+    """Shard 0 keeps answering, shard 1 never does: the deadline still fires (given as a
+    parameter here), naming shard 1 only."""
+    par = ParallelIterator.from_actors([toy(0, "a"), toy(1, "s", gate=gate)], name="rollouts")
+    with pytest.raises(OperatorTimeoutError, match=r"shard 1 did not answer sample\(\) within 1 s"):
+        _pull_until_raised(iter(par.gather_async(reply_deadline_s=1.0)), "the reply deadline")
+
+
+def test_the_reply_deadline_holds_inside_a_non_blocking_union(
+    toy: Callable[..., Any], gate: Any
+) -> None:
+    """A gather that yields ``NOT_READY`` to an async union (never blocking itself) checks
+    its deadline too."""
+    silent = ParallelIterator.from_actors([toy(1, "s", gate=gate)], name="silent")
+    busy = ParallelIterator.from_actors([toy(0, "a")]).gather_async()
+    merged = concurrently([busy, silent.gather_async(reply_deadline_s=1.0)], "async")
+    with pytest.raises(OperatorTimeoutError) as info:
+        _pull_until_raised(iter(merged), "the reply deadline")
+    assert info.value.node_id == "silent"
+
+
+def test_the_idle_watchdog_fires_while_a_gather_blocks_on_an_actor(
+    toy: Callable[..., Any], gate: Any
+) -> None:
+    """The sink's ``max_idle_s`` is a deadline for a source blocked in ``ray.wait`` too,
+    and its message says which shard the gather waits for."""
+    flow = ParallelIterator.from_actors([toy(0, "s", gate=gate)], name="rollouts").gather_sync()
+    watchdog = Watchdog("metrics", 1.0, describe=lambda: "")
+    with pytest.raises(PlanStalledError) as info:
+        next(ready_items(iter(flow), watchdog))
+    assert info.value.node_id == "rollouts"
+    assert "waiting for sample() of shard 0" in str(info.value)
+
+
+def test_a_shard_pipeline_that_is_never_ready_gives_up_at_the_deadline(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Inside an actor, a pipeline whose operator keeps returning ``NOT_READY`` is retried
+    only until the deadline (run in-process here: ``shard_next`` is what the actor runs)."""
+
+    class Source:
+        def sample(self) -> str:
+            return "x"
+
+    instance = Source()
+    wait = RemoteTransform("for_each", lambda x: NOT_READY, name="wait_forever")
+    shard_init(instance, "key", "sample", (wait,), "src")
+    monkeypatch.setattr(deadlines, "REPLY_DEADLINE_S", 0.2)
+    with pytest.raises(OperatorTimeoutError, match=r"yielded only NOT_READY for 0\.2 s") as info:
+        shard_next(instance, "key")
+    assert info.value.node_id == "wait_forever"

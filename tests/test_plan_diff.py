@@ -382,6 +382,11 @@ def test_diff_imports_neither_ray_nor_torch(tmp_path: Path) -> None:
         "print(rc, heavy)"
     )
     proc = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+        timeout=120,
     )
     assert proc.stdout.strip().splitlines()[-1] == "1 []", proc.stdout + proc.stderr

@@ -93,7 +93,12 @@ def test_dot_is_deterministic_across_processes() -> None:
     )
     env = {**os.environ, "PYTHONHASHSEED": "12345"}
     other = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+        timeout=120,
     ).stdout
     assert other == here
 

@@ -79,6 +79,7 @@ def test_without_dot_binary_writes_the_dot_and_says_why(tmp_path: Path) -> None:
         text=True,
         env={"PATH": str(empty), "PYTHONPATH": str(PLANS.parent)},
         check=False,
+        timeout=120,
     )
     assert proc.returncode == 3, proc.stderr
     assert "Traceback" not in proc.stderr
@@ -122,5 +123,7 @@ def test_render_imports_neither_ray_nor_torch(tmp_path: Path) -> None:
         "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('ray', 'torch'));"
         "print(rc, heavy)"
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
     assert proc.stdout.strip() == "0 []", proc.stdout + proc.stderr

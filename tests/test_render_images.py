@@ -76,7 +76,7 @@ def test_every_plan_renders_to_dot_svg_and_png(plan: Path, tmp_path: Path) -> No
     assert png_file.stat().st_size > 10_000
     # dot accepts the text without a single warning (bad HTML labels only warn).
     proc = subprocess.run(
-        ["dot", "-Tsvg", str(dot_file)], capture_output=True, text=True, check=False
+        ["dot", "-Tsvg", str(dot_file)], capture_output=True, text=True, check=False, timeout=60
     )
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr
 
@@ -99,7 +99,7 @@ def test_broken_plan_svg_marks_the_right_node(tmp_path: Path) -> None:
 def test_hostile_ids_pass_through_dot_as_written(tmp_path: Path) -> None:
     dot_file = render(hostile_plan(), tmp_path / "hostile.dot")
     proc = subprocess.run(
-        ["dot", "-Tjson0", str(dot_file)], capture_output=True, text=True, check=True
+        ["dot", "-Tjson0", str(dot_file)], capture_output=True, text=True, check=True, timeout=60
     )
     assert proc.stderr == ""
     graph = json.loads(proc.stdout)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import queue
 import time
 import warnings
 from pathlib import Path
@@ -22,6 +23,7 @@ from plangraph.rl.replay_actors import GENERATION_STRIDE, ReplayActorSet, Replay
 from plangraph.rl.sample_batch import SampleBatch
 from plangraph.runtime.implementations import LOWERINGS
 from plangraph.runtime.items import ReplayPriorities, TrainInfo
+from tests.waiting import wait_until_dead
 
 ROOT = Path(__file__).resolve().parent.parent
 PLANS = ROOT / "plans"
@@ -57,23 +59,6 @@ def _shard_state(shards: ReplayActorSet, k: int) -> dict[str, Any]:
     import ray
 
     return ray.get(shards.shards[k].stats.remote())
-
-
-def _wait_dead(actor: Any) -> None:
-    """Until ``actor`` no longer answers (ray.kill returns before the process is gone)."""
-    import ray
-    from ray.exceptions import RayActorError
-
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            ray.get(actor.ping.remote(), timeout=2)
-        except RayActorError:
-            return
-        except Exception:  # a timeout: still going down
-            pass
-        time.sleep(0.05)
-    raise AssertionError("the killed actor still answers")
 
 
 # -- shards: capacity, eviction, readiness ---------------------------------------------------
@@ -333,7 +318,7 @@ def test_a_replaced_shard_ignores_priorities_of_its_predecessor() -> None:
         old = ray.get(shards.shards[0].replay.remote(8))
         dead = shards.shards[0]
         ray.kill(dead, no_restart=True)
-        _wait_dead(dead)
+        wait_until_dead(dead)
         from ray.exceptions import RayActorError
 
         with warnings.catch_warnings(record=True) as caught:
@@ -367,7 +352,10 @@ def test_the_learner_thread_returns_td_errors_keyed_by_shard_and_slot() -> None:
         )
         learner = ctx.learner("@learner")
         learner.inqueue.put(batch)
-        update = learner.outqueue.get(timeout=60)
+        try:
+            update = learner.outqueue.get(timeout=60)
+        except queue.Empty:
+            pytest.fail("the learner thread put no update on its out-queue within 60 s")
         assert update.replay is not None
         assert np.array_equal(update.replay.shards, batch["replay_shard"])
         assert np.array_equal(update.replay.batch_indexes, batch["batch_indexes"])
@@ -448,7 +436,7 @@ def test_a_killed_replay_shard_is_replaced_and_the_run_goes_on() -> None:
         shards = algo.ctx.replay_actors["replay"]
         dead = shards.shards[1]
         ray.kill(dead, no_restart=True)
-        _wait_dead(dead)
+        wait_until_dead(dead)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             for _ in range(4):
@@ -474,7 +462,7 @@ def test_a_killed_replay_shard_stops_the_run_when_not_to_be_replaced() -> None:
         algo.train()
         dead = algo.ctx.replay_actors["replay"].shards[0]
         ray.kill(dead, no_restart=True)
-        _wait_dead(dead)
+        wait_until_dead(dead)
         with pytest.raises(ReplayShardError) as info:
             for _ in range(5):
                 algo.train()

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
-from typing import Any
 
 import numpy as np
 import pytest
@@ -16,6 +14,7 @@ from plangraph.ops.resources import WorkerSetParams
 from plangraph.rl.rollout_worker import RolloutWorker
 from plangraph.rl.sample_batch import SampleBatch
 from plangraph.rl.worker_set import WorkerSet
+from tests.waiting import wait_until_dead
 
 pytestmark = pytest.mark.usefixtures("ray_session")
 
@@ -33,21 +32,7 @@ def _weights_equal(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> bool:
     return a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
 
 
-def _wait_until_dead(actor: Any, timeout_s: float = 60.0) -> None:
-    """``ray.kill`` returns before the actor is gone; on a loaded machine a ping sent right
-    after it may still be served. Wait until one fails."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            ray.get(actor.ping.remote(), timeout=5)
-        except ray.exceptions.RayError:
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"actor still answers {timeout_s} s after ray.kill")
-
-
 def test_remote_workers_sample_train_sync_and_recreate() -> None:
-    import ray
 
     cfg = PPOConfig(hiddens=(16, 16))
     ws = WorkerSet("CartPole-v1", 2, 3, 20, cfg, seed=11)
@@ -76,7 +61,7 @@ def test_remote_workers_sample_train_sync_and_recreate() -> None:
 
         # recreate worker 2 (position 1): same index, current weights, fresh seeds stream
         ray.kill(ws.remote_workers[1], no_restart=True)
-        _wait_until_dead(ws.remote_workers[1])
+        wait_until_dead(ws.remote_workers[1])
         assert ws.probe_unhealthy_workers(timeout_s=10) == [1]
         assert ws.recreate_failed_workers(timeout_s=10) == [1]
         assert _weights_equal(ray.get(ws.remote_workers[1].get_weights.remote()), new)

@@ -4,6 +4,7 @@ weight sync, shutdown in every path, and checkpoints of an async run."""
 from __future__ import annotations
 
 import copy
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -13,9 +14,12 @@ import pytest
 
 import plangraph
 from plangraph.flow.concurrency import concurrently
+from plangraph.flow.errors import OperatorTimeoutError
 from plangraph.flow.local import LocalIterator
+from plangraph.runtime import learner_thread
 from plangraph.runtime.algorithm import Checkpoint
 from plangraph.runtime.implementations import LOWERINGS
+from tests.waiting import run_has_results, wait_until
 
 pytestmark = pytest.mark.usefixtures("ray_session")
 
@@ -173,6 +177,49 @@ def test_learner_error_surfaces_at_the_driver_naming_the_node() -> None:
         algo.stop()
 
 
+def test_a_learner_update_that_never_ends_is_reported_not_waited_for(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``learn_on_batch`` stuck (here: held by an event the test sets at the end): the
+    driver's ``Dequeue`` raises at ``UPDATE_DEADLINE_S`` naming the learner thread, and
+    ``stop()`` raises at its deadline instead of returning with the thread still running."""
+    compiled = plangraph.compile(_async_plan())
+    algo = compiled.build(seed=0)
+    release = threading.Event()
+    try:
+        ctx = algo.ctx
+        learner = ctx.learners["learner"]
+        policy = ctx.worker_sets["workers"].local_policy
+        learn = policy.learn_on_batch
+
+        def stuck_learn(batch: Any) -> Any:
+            release.wait(120)  # a hang guard: the test sets it long before
+            return learn(batch)
+
+        policy.learn_on_batch = stuck_learn
+        monkeypatch.setattr(learner_thread, "UPDATE_DEADLINE_S", 1.0)
+        source = LocalIterator.from_iterable(_batches(algo, 1, 64), name="finite")
+        enqueue = LOWERINGS["Enqueue"](compiled.nodes["enqueue"], [source], ctx)
+        dequeue = LOWERINGS["Dequeue"](compiled.nodes["dequeue"], [], ctx)
+        merged = concurrently([enqueue, dequeue], mode="async", output_indexes=[1])
+        merged.shared_metrics.set(ctx.run_state.metrics)
+        with pytest.raises(OperatorTimeoutError) as info:
+            merged.take(1)
+        assert info.value.node_id == "dequeue"
+        message = str(info.value)
+        assert "learner thread 'learner' has been in one update for more than 1 s" in message
+        assert "UPDATE_DEADLINE_S" in message and "is learn_on_batch stuck" in message
+        with pytest.raises(
+            plangraph.WaitTimeoutError, match=r"learner thread 'learner' did not stop within 0\.5 s"
+        ):
+            learner.stop(timeout_s=0.5)
+        assert learner.alive
+    finally:
+        release.set()
+        algo.stop()
+    assert not learner.alive  # released, it finished its update and stopped
+
+
 def test_checkpoint_of_an_async_run_continues_counters_and_learner(tmp_path: Path) -> None:
     compiled = plangraph.compile(_async_plan())
     algo = plangraph.build(compiled, seed=0)
@@ -221,12 +268,12 @@ def test_ctrl_c_stops_an_async_run_and_joins_the_learner(tmp_path: Path) -> None
     )  # fmt: skip
     try:
         log = run_dir / "result.jsonl"
-        deadline = time.monotonic() + 240
-        while time.monotonic() < deadline and (
-            not log.exists() or len(log.read_text().splitlines()) < 2
-        ):
-            assert proc.poll() is None, proc.communicate()
-            time.sleep(0.2)
+        wait_until(
+            lambda: run_has_results(proc, log, 2),
+            f"2 results in {log}",
+            timeout_s=240,
+            interval_s=0.2,
+        )
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=120)
     finally:
@@ -268,8 +315,8 @@ def test_a_checkpoint_pairs_the_learner_weights_with_their_version(tmp_path: Pat
         for batch in _batches(algo, 8, 128):
             learner.inqueue.put(batch)
         learner.start()
-        while learner.version < 2:  # training, with batches still queued
-            time.sleep(0.01)
+        # training, with batches still queued
+        wait_until(lambda: learner.version >= 2, "the learner thread's 2nd update", 120, 0.01)
         algo.save(tmp_path / "ckpt")
     finally:
         algo.stop()

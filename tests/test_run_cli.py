@@ -10,6 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.waiting import run_has_results, wait_until
+
 ROOT = Path(__file__).resolve().parent.parent
 PLAN = ROOT / "plans" / "a2c.json"
 SMALL = ["--set", "num_envs_per_worker=2", "--set", "rollout_fragment_length=16",
@@ -171,7 +173,6 @@ def test_resume_needs_a_run_directory(tmp_path: Path) -> None:
 
 def test_ctrl_c_stops_cleanly_with_a_checkpoint(tmp_path: Path) -> None:
     import signal
-    import time
 
     run_dir = tmp_path / "run"
     proc = subprocess.Popen(
@@ -182,12 +183,12 @@ def test_ctrl_c_stops_cleanly_with_a_checkpoint(tmp_path: Path) -> None:
     )  # fmt: skip
     try:
         log = run_dir / "result.jsonl"
-        deadline = time.monotonic() + 240
-        while time.monotonic() < deadline and (
-            not log.exists() or len(log.read_text().splitlines()) < 3
-        ):
-            assert proc.poll() is None, proc.communicate()
-            time.sleep(0.2)
+        wait_until(
+            lambda: run_has_results(proc, log, 3),
+            f"3 results in {log}",
+            timeout_s=240,
+            interval_s=0.2,
+        )
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=120)
     finally:
@@ -412,19 +413,26 @@ def test_repeated_ctrl_c_exits_without_traceback_or_leftover_ray_processes(
     )  # fmt: skip
     try:
         log = run_dir / "result.jsonl"
-        deadline = time.monotonic() + 240
-        while time.monotonic() < deadline and (
-            not log.exists() or len(log.read_text().splitlines()) < 2
-        ):
-            assert proc.poll() is None, proc.communicate()
-            time.sleep(0.2)
+        wait_until(
+            lambda: run_has_results(proc, log, 2),
+            f"2 results in {log}",
+            timeout_s=240,
+            interval_s=0.2,
+        )
         ray_processes = _descendants(proc.pid)
         assert ray_processes  # Ray's daemons and workers run below the driver
         os.killpg(proc.pid, signal.SIGINT)
         time.sleep(0.3)
-        while proc.poll() is None and time.monotonic() < deadline:
+
+        def exited_or_pressed_again() -> bool:
+            if proc.poll() is not None:
+                return True
             os.killpg(proc.pid, signal.SIGINT)  # the second press, and every one after it
-            time.sleep(0.3)
+            return False
+
+        wait_until(
+            exited_or_pressed_again, "the run to exit, Ctrl-C pressed again and again", 120, 0.3
+        )
         out, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:

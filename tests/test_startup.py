@@ -92,7 +92,8 @@ watcher = threading.Thread(target=watch, daemon=True)
 watcher.start()
 rc = main(sys.argv[1:])
 done.set()
-watcher.join()
+watcher.join(timeout=10)
+assert not watcher.is_alive(), "the /proc watcher thread did not stop within 10 s"
 ray = sys.modules.get("ray")
 print(json.dumps({"rc": rc, "children": sorted(seen),
                   "ray_initialized": bool(ray and ray.is_initialized())}), flush=True)

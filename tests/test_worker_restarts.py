@@ -6,6 +6,8 @@
   returned).
 * An env that kills its worker once: the run continues, ``num_worker_restarts == 1``.
 * An env that raises in ``step``: an ``OperatorError`` at once, no replacement.
+* An env whose ``step`` never returns: ``train()`` (and a ``WorkerSet`` call) stops at the
+  reply deadline with an error naming the node, the workers and the call (before: a hang).
 * A plan whose output branch does not produce (replay below ``learning_starts`` for longer
   than the test runs): the sink's watchdog raises ``PlanStalledError`` naming the starved
   node (before: a hang). A buffer that can *never* reach ``learning_starts`` (capacity
@@ -24,9 +26,11 @@ from typing import Any
 import pytest
 
 import plangraph
-from plangraph.flow.errors import OperatorError
+from plangraph.flow import deadlines
+from plangraph.flow.errors import OperatorError, OperatorTimeoutError
 from plangraph.flow.watchdog import PlanStalledError
 from plangraph.rl.restarts import RestartPolicy, WorkerRestartError
+from plangraph.rl.worker_set import WorkerSet
 from plangraph.runtime.algorithm import Algorithm
 from tests import crash_envs
 
@@ -120,6 +124,42 @@ def test_an_env_that_raises_fails_at_once_without_a_restart(algos: list[Algorith
     assert not isinstance(info.value, WorkerRestartError)
     assert info.value.node_id == "rollouts"
     assert algo.run_state.counters.get("num_worker_restarts", 0) == 0
+
+
+def test_an_env_that_hangs_stops_the_run_at_the_reply_deadline(
+    algos: list[Algorithm], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both workers' env steps never return: ``train()`` raises at the reply deadline (2 s
+    here, instead of 30 min), naming the node, the shards, their actors and the call."""
+    algo = build_a2c(env_id(crash_envs.HANG_ON_STEP))
+    algos.append(algo)
+    monkeypatch.setattr(deadlines, "REPLY_DEADLINE_S", 2.0)
+    with pytest.raises(OperatorTimeoutError) as info:
+        algo.train()
+    err = info.value
+    assert isinstance(err, plangraph.WaitTimeoutError)
+    assert err.node_id == "rollouts"
+    assert "did not answer sample() within 2 s" in err.detail
+    assert "shard 0" in err.detail and "RolloutWorker" in (err.actor or "")
+    assert "is the actor stuck inside that call" in str(err)
+
+
+def test_a_worker_set_call_to_a_hung_worker_names_the_worker_and_the_call(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    ws = WorkerSet(env_id(crash_envs.HANG_ON_STEP), 1, 1, 8, {"algo": "a2c"}, seed=0)
+    try:
+        monkeypatch.setattr(deadlines, "REPLY_DEADLINE_S", 2.0)  # after start-up
+        with pytest.raises(
+            plangraph.WaitTimeoutError,
+            match=r"rollout worker 1 did not answer sample\(\) within 2 s",
+        ):
+            ws.sample()
+        # A call queued behind the hung sample() is waited for as long, and says which.
+        with pytest.raises(plangraph.WaitTimeoutError, match=r"did not answer get_state\(\)"):
+            ws.get_state()
+    finally:
+        ws.stop()
 
 
 def test_restart_policy_counts_per_worker_within_the_window_with_backoff() -> None:

@@ -39,6 +39,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 PLANS = ("ppo", "a2c", "dqn")
 DEFAULT_PLANS = ("ppo", "dqn")
+CHILD_SETUP_S = 600.0
+"""Seconds a ``--tree`` child may take per plan and device beyond its timed ``--seconds``:
+importing torch, sampling the train batches (DQN's 20,000-step replay fill) and warming
+up, on a loaded 2-core machine; a child past that is hung, not slow."""
 
 
 def _plan_learner(plan: str) -> tuple[Any, Any, dict[str, Any]]:
@@ -172,7 +176,10 @@ def main(argv: list[str] | None = None) -> int:
             cmd += [*args.plans, "--seconds", str(args.seconds), "--dqn-fill", str(args.dqn_fill)]
             cmd += ["--devices", *args.devices]
             env = {**os.environ, "PYTHONPATH": str(Path(tree).resolve())}
-            proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
+            limit = len(args.plans) * len(args.devices) * (args.seconds + CHILD_SETUP_S)
+            proc = subprocess.run(
+                cmd, env=env, capture_output=True, text=True, check=True, timeout=limit
+            )
             runs[label].append(json.loads(proc.stdout.strip().splitlines()[-1]))
         print(f"round {r + 1}/{args.rounds} done", file=sys.stderr)
 

@@ -51,6 +51,22 @@ TARGET = 475.0
 PLANGRAPH_BUDGETS = {"ppo": 300_000, "dqn": 200_000}
 """Env-step budgets of the plans (the issues'; ``tools/train_all.py`` uses the same)."""
 
+VENV_TIMEOUT_S = 300.0
+"""Seconds ``python -m venv`` may take (seconds normally; it copies pip on a slow disk)."""
+
+PIP_TIMEOUT_S = 1800.0
+"""Seconds ``pip install`` of Stable-Baselines3 and its dependencies may take: it downloads
+torch (hundreds of MB) unless pip's cache has it; a slow mirror takes minutes."""
+
+CHECK_TIMEOUT_S = 300.0
+"""Seconds importing Stable-Baselines3 and torch in the new venv may take (a cold cache on
+a loaded 2-core machine: tens of seconds)."""
+
+TRIAL_TIMEOUT_S = 3600.0
+"""Seconds one trial process may take, spawn to exit: a trial runs to the target or to its
+budget (at most 300,000 env steps: under a minute on the hosts in the README, a few
+minutes on a loaded 2-core machine); past an hour it is hung, not slow."""
+
 SB3_ZOO: dict[str, dict[str, Any]] = {
     # rl-baselines3-zoo, hyperparams/ppo.yml, CartPole-v1 (lin_X: X * progress_remaining).
     "ppo": {
@@ -157,15 +173,15 @@ def setup(venv: Path) -> int:
     base = getattr(sys, "_base_executable", sys.executable)
     if not (venv / "bin" / "python").exists():
         print(f"race: creating {venv} ...", file=sys.stderr)
-        subprocess.run([base, "-m", "venv", str(venv)], check=True)
+        subprocess.run([base, "-m", "venv", str(venv)], check=True, timeout=VENV_TIMEOUT_S)
     pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q"]
     pip += ["-c", str(ROOT / "constraints.txt"), "stable-baselines3", "gymnasium"]
     print(f"race: {' '.join(pip)}", file=sys.stderr)
-    subprocess.run(pip, check=True)
+    subprocess.run(pip, check=True, timeout=PIP_TIMEOUT_S)
     check = (
         "import stable_baselines3, torch; print(stable_baselines3.__version__, torch.__version__)"
     )
-    subprocess.run([str(venv / "bin" / "python"), "-c", check], check=True)
+    subprocess.run([str(venv / "bin" / "python"), "-c", check], check=True, timeout=CHECK_TIMEOUT_S)
     return 0
 
 
@@ -178,7 +194,9 @@ def run_plangraph(algo: str, seed: int, target: float) -> Trial:
         cmd += ["--stop", f"num_env_steps_sampled={PLANGRAPH_BUDGETS[algo]}"]
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         start = time.perf_counter()
-        proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+        proc = subprocess.run(
+            cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=TRIAL_TIMEOUT_S
+        )
         process_s = time.perf_counter() - start
         if proc.returncode != 0:
             raise RuntimeError(
@@ -203,7 +221,7 @@ def run_sb3(algo: str, seed: int, target: float, python: Path) -> Trial:
     with tempfile.TemporaryDirectory(prefix="race_sb3_") as tmp:
         env = {**os.environ, "SB3_LOGDIR": tmp}
         start = time.perf_counter()
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=TRIAL_TIMEOUT_S)
         process_s = time.perf_counter() - start
     if proc.returncode != 0:
         raise RuntimeError(f"SB3 {algo} seed {seed} exited {proc.returncode}:\n{proc.stderr}")

@@ -19,6 +19,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from plangraph.flow import deadlines
+from plangraph.flow.errors import OperatorTimeoutError
 from plangraph.flow.local import LocalIterator
 from plangraph.flow.metrics import SharedMetrics
 from plangraph.flow.sentinel import END_OF_STREAM, NOT_READY
@@ -100,7 +102,9 @@ def shard_next(instance: Any, key: str) -> Any:
     """The next item of shard pipeline ``key``, or ``END_OF_STREAM``. Runs in the actor.
 
     A shard call is a blocking request, so a ``NOT_READY`` from the pipeline (an operator
-    asking to be retried) is retried here with a short growing sleep rather than returned.
+    asking to be retried) is retried here with a short growing sleep rather than returned,
+    for at most ``deadlines.REPLY_DEADLINE_S`` seconds (the driver gives up on the call
+    then too); past it raises ``OperatorTimeoutError`` naming the pipeline's last node.
     """
     pipelines: dict[str, LocalIterator[Any]] = getattr(instance, SHARD_ATTR, {})
     it = pipelines.get(key)
@@ -110,10 +114,20 @@ def shard_next(instance: Any, key: str) -> Any:
             f"({type(instance).__name__}); was the actor restarted? Rebuild the iterator."
         )
     delay = _RETRY_MIN_S
+    deadline_s = deadlines.REPLY_DEADLINE_S
+    until = time.monotonic() + deadline_s
     while True:
         item = next(it, END_OF_STREAM)
         if item is not NOT_READY:
             return item
+        if time.monotonic() > until:
+            raise OperatorTimeoutError(
+                it.name,
+                f"OperatorTimeoutError: the shard pipeline {key!r} on this "
+                f"{type(instance).__name__} actor yielded only NOT_READY for {deadline_s:g} s "
+                "(deadlines.REPLY_DEADLINE_S): an operator in it keeps asking to be called "
+                "again; what is it waiting for, and can it come while the actor retries?",
+            )
         time.sleep(delay)
         delay = min(2 * delay, _RETRY_MAX_S)
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import traceback
 
-from plangraph.errors import PlangraphError
+from plangraph.errors import PlangraphError, WaitTimeoutError
 
-__all__ = ["OperatorError"]
+__all__ = ["OperatorError", "OperatorTimeoutError"]
 
 
 class OperatorError(PlangraphError, RuntimeError):
@@ -55,6 +55,12 @@ class OperatorError(PlangraphError, RuntimeError):
         """Wrap ``exc`` (just caught) as raised by plan node ``node_id``."""
         text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
         return cls(node_id, _one_line(exc), text, actor)
+
+
+class OperatorTimeoutError(OperatorError, WaitTimeoutError):
+    """Plan node ``node_id`` waited past its deadline for something outside the driver's
+    thread (an actor's reply, a learner thread's update); ``detail`` says what, for how
+    long and what to check. Also a ``WaitTimeoutError`` (and so a ``TimeoutError``)."""
 
 
 def _one_line(exc: BaseException) -> str:

@@ -19,11 +19,20 @@ before the first pull of the gathered iterator.
 Failures: a task error surfaces as ``OperatorError`` naming the operator (inside the actor)
 or the source; a dead actor raises ``OperatorError`` (cause: ``RayActorError``) at once, or,
 with ``on_actor_failure``, is replaced by the actor that callback returns.
+
+Deadlines (``plangraph.flow.deadlines``): a shard whose oldest request has had no reply for
+``reply_deadline_s`` seconds (default ``REPLY_DEADLINE_S``; counted from the request, or from
+the shard's previous reply when requests queue behind one another) raises
+``OperatorTimeoutError`` naming the source, the shard and its actor, whether the gather
+blocks or yields ``NOT_READY`` to a union, and in ``gather_async`` even while the other
+shards keep answering. A blocking gather also lets the sink's idle watchdog fire while it
+waits.
 """
 
 from __future__ import annotations
 
 import functools
+import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Generic, TypeAlias, TypeVar
@@ -31,6 +40,7 @@ from typing import Any, Generic, TypeAlias, TypeVar
 import ray
 from ray.exceptions import RayActorError, RayError, RayTaskError
 
+from plangraph.flow import deadlines
 from plangraph.flow._shard import (
     END_OF_STREAM,
     IteratorShard,
@@ -38,7 +48,7 @@ from plangraph.flow._shard import (
     shard_init,
     shard_next,
 )
-from plangraph.flow.errors import OperatorError, _one_line
+from plangraph.flow.errors import OperatorError, OperatorTimeoutError, _one_line
 from plangraph.flow.local import LocalIterator, node_name
 from plangraph.flow.metrics import get_metrics, phase
 from plangraph.flow.sentinel import NOT_READY, note_pending
@@ -185,13 +195,19 @@ class ParallelIterator(Generic[T]):
     # -- sequencing (gather into the driver) --------------------------------------------
 
     def batch_across_shards(
-        self, *, on_actor_failure: ActorFailureHook | None = None
+        self,
+        *,
+        on_actor_failure: ActorFailureHook | None = None,
+        reply_deadline_s: float | None = None,
     ) -> LocalIterator[list[T]]:
         """A barrier: each item is the list of one item from every live shard, in actor
-        order. Finished shards drop out; the stream ends when none remain."""
+        order. Finished shards drop out; the stream ends when none remain.
+
+        ``reply_deadline_s``: seconds a shard may take to answer a request before
+        ``OperatorTimeoutError`` (default ``deadlines.REPLY_DEADLINE_S``; module doc)."""
 
         def base(timeout: float | None) -> Iterator[Any]:
-            shards = _ShardSet(self, on_actor_failure)
+            shards = _ShardSet(self, on_actor_failure, reply_deadline_s)
             live = shards.start()
             refs: list[Any] | None = None
             while live:
@@ -200,10 +216,15 @@ class ParallelIterator(Generic[T]):
                 # Waiting for the actors (without fetching) and fetching their results are
                 # timed apart: the profile tells sampling from object-store transfers.
                 with phase("sampling"):
-                    _, waiting = ray.wait(
-                        refs, num_returns=len(refs), timeout=timeout, fetch_local=False
-                    )
+                    if timeout is None:
+                        shards.wait(refs, len(refs), live, fetch_local=False)
+                        waiting: list[Any] = []
+                    else:
+                        _, waiting = ray.wait(
+                            refs, num_returns=len(refs), timeout=timeout, fetch_local=False
+                        )
                 if waiting:
+                    shards.check_deadline(live)
                     note_pending(waiting)
                     yield NOT_READY
                     continue
@@ -228,12 +249,23 @@ class ParallelIterator(Generic[T]):
 
         return LocalIterator(base, name=self.name)
 
-    def gather_sync(self, *, on_actor_failure: ActorFailureHook | None = None) -> LocalIterator[T]:
+    def gather_sync(
+        self,
+        *,
+        on_actor_failure: ActorFailureHook | None = None,
+        reply_deadline_s: float | None = None,
+    ) -> LocalIterator[T]:
         """One item from every shard per round, in actor order: ``a0 b0 a1 b1 ...``."""
-        return self.batch_across_shards(on_actor_failure=on_actor_failure).flatten()
+        return self.batch_across_shards(
+            on_actor_failure=on_actor_failure, reply_deadline_s=reply_deadline_s
+        ).flatten()
 
     def gather_async(
-        self, num_async: int = 1, *, on_actor_failure: ActorFailureHook | None = None
+        self,
+        num_async: int = 1,
+        *,
+        on_actor_failure: ActorFailureHook | None = None,
+        reply_deadline_s: float | None = None,
     ) -> LocalIterator[T]:
         """Items in completion order, ``num_async`` requests in flight per actor.
 
@@ -242,13 +274,13 @@ class ParallelIterator(Generic[T]):
         the zero-timeout poll keeps finding nothing, the blocking wait comes first. Each
         result is re-requested from its actor at once; ``get_metrics().current_actor`` is
         that actor while the item flows downstream. Raises ``ValueError`` if
-        ``num_async < 1``.
+        ``num_async < 1``. ``reply_deadline_s``: as for :meth:`batch_across_shards`.
         """
         if not isinstance(num_async, int) or num_async < 1:
             raise ValueError(f"gather_async: num_async must be an int >= 1, got {num_async!r}")
 
         def base(timeout: float | None) -> Iterator[Any]:
-            shards = _ShardSet(self, on_actor_failure)
+            shards = _ShardSet(self, on_actor_failure, reply_deadline_s)
             live = shards.start()
             pending: dict[Any, _Shard] = {}
             for shard in live:
@@ -256,6 +288,8 @@ class ParallelIterator(Generic[T]):
                     pending[shard.submit()] = shard
             poll, rounds_without_poll = True, 0
             while pending:
+                # Other shards' replies must not hide one that stopped answering.
+                shards.check_deadline(live)
                 refs = list(pending)
                 ready: list[Any] = []
                 if poll or timeout is not None or rounds_without_poll >= _REPOLL_EVERY:
@@ -271,9 +305,12 @@ class ParallelIterator(Generic[T]):
                     # Block for one result. A shard actor runs its calls in order, so waiting
                     # on each shard's oldest request keeps every shard's items in order
                     # (ray.wait may return any one of several ready refs).
-                    heads = [next(iter(s.issued)) for s in live if s.live and s.issued]
+                    heads = [s.head() for s in live if s.live and s.issued]
                     with phase("sampling"):
-                        ready, _ = ray.wait(heads or refs, num_returns=1, timeout=timeout)
+                        if timeout is None:
+                            ready = shards.wait(heads or refs, 1, live)
+                        else:
+                            ready, _ = ray.wait(heads or refs, num_returns=1, timeout=timeout)
                 if not ready:
                     note_pending(refs)
                     yield NOT_READY
@@ -291,7 +328,7 @@ class ParallelIterator(Generic[T]):
                     shard = pending.pop(ref)
                     # Stale: issued to an actor that has since been replaced or dropped.
                     stale = ref not in shard.issued
-                    shard.issued.pop(ref, None)
+                    shard.answered(ref)
                     if isinstance(value, _Failed):
                         if stale or not shard.live:
                             continue
@@ -326,7 +363,7 @@ rounds (each poll is a Ray call, ~0.1 ms)."""
 class _Shard:
     """Driver-side state of one shard of a running gather."""
 
-    __slots__ = ("actor", "index", "issued", "live", "submit_fn")
+    __slots__ = ("actor", "index", "issued", "live", "submit_fn", "waiting_since")
 
     def __init__(self, index: int, actor: ActorHandle) -> None:
         self.index = index
@@ -334,11 +371,26 @@ class _Shard:
         self.live = True
         self.issued: dict[Any, None] = {}  # in-flight refs to the current actor, oldest first
         self.submit_fn: Callable[[], Any] = lambda: None
+        # When the oldest request in `issued` started waiting (time.monotonic()): its
+        # submission, or the previous reply when it was queued behind that one.
+        self.waiting_since = 0.0
 
     def submit(self) -> Any:
         ref = self.submit_fn()
+        if not self.issued:
+            self.waiting_since = time.monotonic()
         self.issued[ref] = None
         return ref
+
+    def answered(self, ref: Any) -> None:
+        """``ref``'s reply arrived: the next request's clock starts now."""
+        if ref in self.issued:
+            del self.issued[ref]
+            self.waiting_since = time.monotonic()
+
+    def head(self) -> Any:
+        """The oldest request in flight (``issued`` must not be empty)."""
+        return next(iter(self.issued))
 
 
 class _Failed:
@@ -362,19 +414,39 @@ def _get_or_error(ref: Any) -> Any:
         return _Failed(exc)
 
 
-class _ShardSet:
-    """The shards of one running gather: initialisation, request binding, failures."""
+def _pending_heads(shards: list[_Shard]) -> list[_Shard]:
+    """Those of ``shards`` (each with requests in flight) whose oldest request has no
+    reply yet (one zero-timeout ``ray.wait``)."""
+    if not shards:
+        return []
+    heads = [s.head() for s in shards]
+    _, pending = ray.wait(heads, num_returns=len(heads), timeout=0, fetch_local=False)
+    still = set(pending)
+    return [s for s, head in zip(shards, heads, strict=True) if head in still]
 
-    def __init__(self, source: ParallelIterator[Any], on_failure: ActorFailureHook | None) -> None:
+
+class _ShardSet:
+    """The shards of one running gather: initialisation, request binding, failures and
+    the reply deadline (``deadline_s`` seconds per request; module doc)."""
+
+    def __init__(
+        self,
+        source: ParallelIterator[Any],
+        on_failure: ActorFailureHook | None,
+        deadline_s: float | None = None,
+    ) -> None:
         self.source = source
         self.on_failure = on_failure
         self.shards = [_Shard(i, a) for i, a in enumerate(source.actors)]
         self.dropped = 0  # shards removed because their actor died and was not replaced
+        # Read when the gather starts (its first pull), so the module constant can change.
+        self.deadline_s = deadlines.REPLY_DEADLINE_S if deadline_s is None else deadline_s
 
     def start(self) -> list[_Shard]:
         """Initialise the shard pipelines (only with transforms) and bind the requests."""
         if self.source.transforms:
             refs = [self._init_ref(s) for s in self.shards]
+            self._wait_init(refs, self.shards)
             try:
                 ray.get(refs)
             except RayError:
@@ -387,6 +459,7 @@ class _ShardSet:
                             shard.live = False
                             break
                         ref = self._init_ref(shard)
+                        self._wait_init([ref], [shard])
         for shard in self.shards:
             self._bind(shard)
         live = [s for s in self.shards if s.live]
@@ -397,6 +470,17 @@ class _ShardSet:
         src = self.source
         return shard.actor.__ray_call__.remote(
             shard_init, src._key, src.method, src.transforms, src.name
+        )
+
+    def _wait_init(self, refs: list[Any], shards: list[_Shard]) -> None:
+        """Wait (at most the deadline) until the ``shard_init`` calls ``refs`` of ``shards``
+        have answered."""
+        deadlines.wait_all(
+            refs,
+            lambda late, _s: self.timeout_error(
+                [shards[i] for i in late], "shard_init (building its pipeline)"
+            ),
+            deadline_s=self.deadline_s,
         )
 
     def _bind(self, shard: _Shard) -> None:
@@ -411,14 +495,88 @@ class _ShardSet:
         """The value of ``ref``, retried on a replacement actor; ``_GONE`` if the shard ended
         or was dropped."""
         while True:
+            self.wait([ref], 1, [shard])  # a retry's ref may still be pending
             value = _get_or_error(ref)
             if not isinstance(value, _Failed):
-                shard.issued.pop(ref, None)
+                shard.answered(ref)
                 return value
             if self.handle(shard, value.error) != "replaced":
                 shard.live = False
                 return _GONE
             ref = shard.submit()
+
+    # -- deadlines ----------------------------------------------------------------------
+
+    def wait(
+        self, refs: list[Any], num_returns: int, shards: list[_Shard], *, fetch_local: bool = True
+    ) -> list[Any]:
+        """Block until ``num_returns`` of ``refs`` (requests of ``shards``) are ready and
+        return those; raises ``OperatorTimeoutError`` when the oldest request of one of
+        ``shards`` passes the deadline first, ``PlanStalledError`` when the sink's idle
+        watchdog fires."""
+        starts = [s.waiting_since for s in shards if s.live and s.issued]
+        until = (min(starts) if starts else time.monotonic()) + self.deadline_s
+
+        def expired(pending: list[Any]) -> BaseException:
+            still = set(pending)
+            waiting = [s for s in shards if s.live and any(r in still for r in s.issued)]
+            now = time.monotonic()
+            late = [s for s in waiting if now - s.waiting_since >= self.deadline_s]
+            return self.timeout_error(late or waiting)
+
+        return deadlines.wait_refs(
+            refs,
+            num_returns,
+            until,
+            expired,
+            fetch_local=fetch_local,
+            note=(self.source.name, lambda: self.describe_waiting(shards)),
+        )
+
+    def late(self, shards: list[_Shard]) -> list[_Shard]:
+        """The live ``shards`` whose oldest request has had no reply for the deadline."""
+        now = time.monotonic()
+        return _pending_heads(
+            [s for s in shards if s.live and s.issued and now - s.waiting_since >= self.deadline_s]
+        )
+
+    def check_deadline(self, shards: list[_Shard]) -> None:
+        """Raise ``OperatorTimeoutError`` if one of ``shards`` is late (for a gather that
+        yields ``NOT_READY`` instead of blocking)."""
+        late = self.late(shards)
+        if late:
+            raise self.timeout_error(late)
+
+    def timeout_error(self, late: list[_Shard], call: str | None = None) -> OperatorTimeoutError:
+        """The error for shards ``late`` not answering ``call`` (default: the source
+        method) within the deadline."""
+        src = self.source
+        which = ", ".join(f"shard {s.index}" for s in late) or "a replaced shard actor"
+        text = deadlines.not_answered(
+            which,
+            call or f"{src.method}()",
+            self.deadline_s,
+            "the actor stuck inside that call (an env step that never returns, a deadlock)",
+            "reply_deadline_s of the gather",
+        )
+        return OperatorTimeoutError(
+            src.name,
+            f"OperatorTimeoutError: {text}",
+            actor=", ".join(repr(s.actor) for s in late) or None,
+        )
+
+    def describe_waiting(self, shards: list[_Shard]) -> str:
+        """What this gather waits for, for the idle watchdog's message."""
+        now = time.monotonic()
+        waiting = _pending_heads([s for s in shards if s.live and s.issued])
+        if not waiting:
+            return "its last wait on the shard actors ended (they answered)"
+        parts = [
+            f"shard {s.index} ({s.actor!r}) for {now - s.waiting_since:.0f} s" for s in waiting
+        ]
+        return f"waiting for {self.source.method}() of " + ", ".join(parts)
+
+    # -- failures -----------------------------------------------------------------------
 
     def handle(self, shard: _Shard, error: RayError, init: bool = False) -> str:
         """Decide what a failed request means: ``"end"`` (the shard finished),
@@ -430,9 +588,13 @@ class _ShardSet:
             if isinstance(cause, StopIteration) and not init:
                 return "end"
             if isinstance(cause, OperatorError):
-                raise OperatorError(
-                    cause.node_id, cause.detail, cause.traceback_text, where
-                ) from error
+                # A deadline inside the actor (shard_next) stays a timeout at the driver.
+                cls = (
+                    OperatorTimeoutError
+                    if isinstance(cause, OperatorTimeoutError)
+                    else OperatorError
+                )
+                raise cls(cause.node_id, cause.detail, cause.traceback_text, where) from error
             detail = _one_line(cause) if isinstance(cause, BaseException) else str(error)
             raise OperatorError(self.source.name, detail, str(error), where) from error
         if isinstance(error, RayActorError):
@@ -451,8 +613,10 @@ class _ShardSet:
             shard.actor = replacement
             shard.issued = {}
             if not init and self.source.transforms:
+                ref = self._init_ref(shard)
+                self._wait_init([ref], [shard])
                 try:
-                    ray.get(self._init_ref(shard))
+                    ray.get(ref)
                 except RayError as exc:
                     raise OperatorError(
                         self.source.name,

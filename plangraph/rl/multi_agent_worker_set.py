@@ -320,10 +320,8 @@ class MultiAgentWorkerSet(WorkerSet):
         """One fragment from every worker, concatenated per policy in worker order."""
         if self.local_worker is not None:
             return self.local_worker.sample()  # type: ignore[no-any-return]
-        import ray
-
         return MultiAgentBatch.concat_samples(
-            ray.get([w.sample.remote() for w in self.remote_workers])
+            self._get_from_workers([w.sample.remote() for w in self.remote_workers], "sample()")
         )
 
     # --- checkpoints ------------------------------------------------------------------
@@ -331,12 +329,12 @@ class MultiAgentWorkerSet(WorkerSet):
         """``{"global_vars": {pid: ...}, "workers": [MultiAgentRolloutWorker.get_state()]}``
         (the in-process worker's without the learner policies it shares). Warns
         (``ResumeWarning``) for an env copy whose state cannot be captured."""
-        import ray
-
         if self.local_worker is not None:
             workers: list[Any] = [self.local_worker.get_state(include_policy=False)]
         else:
-            workers = ray.get([w.get_state.remote() for w in self.remote_workers])
+            workers = self._get_from_workers(
+                [w.get_state.remote() for w in self.remote_workers], "get_state()"
+            )
         for w in workers:
             for k, entry in enumerate(w["envs"]):
                 if entry["snapshot"] is None:
@@ -366,6 +364,7 @@ class MultiAgentWorkerSet(WorkerSet):
         if self.local_worker is not None:
             self.local_worker.set_state(workers[0])
             return
-        import ray
-
-        ray.get([w.set_state.remote(s) for w, s in zip(self.remote_workers, workers, strict=True)])
+        self._get_from_workers(
+            [w.set_state.remote(s) for w, s in zip(self.remote_workers, workers, strict=True)],
+            "set_state()",
+        )

@@ -31,19 +31,27 @@ batch while replay is owed and a shard can be asked (:meth:`ReplayActorSet.store
 so the rollout workers, whose next sample request waits for their last batch to be taken,
 wait for the learner. Without it the ratio is whatever the learner's and the workers' speeds
 make it, which changes with the machine's load (Ape-X on 2 cores: 1 to 6).
+
+Deadlines. Every wait on a shard's reply (its node id when it starts, an add when
+``MAX_PENDING_ADDS`` are in flight, its stats or state) lasts at most
+``plangraph.flow.deadlines.REPLY_DEADLINE_S`` seconds, then raises ``WaitTimeoutError``
+(``OperatorTimeoutError`` when a plan node waited) naming the shard.
 """
 
 from __future__ import annotations
 
 import collections
 import math
+import time
 import warnings
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from plangraph.flow.errors import OperatorError
+from plangraph.errors import WaitTimeoutError
+from plangraph.flow import deadlines
+from plangraph.flow.errors import OperatorError, OperatorTimeoutError
 from plangraph.rl.replay_buffer import PrioritizedReplayBuffer, ReplayBuffer
 from plangraph.rl.restarts import RestartPolicy, describe_actor_death
 from plangraph.rl.sample_batch import SampleBatch
@@ -236,9 +244,9 @@ class ReplayActorSet:
         self._next_shard = 0
         self._worker_shards: dict[Any, int] = {}
         self.shards = [self._make(k) for k in range(self.num_shards)]
-        import ray
-
-        self.node_ids: list[str] = ray.get([s.node_id.remote() for s in self.shards])
+        self.node_ids: list[str] = self._get_from_shards(
+            [s.node_id.remote() for s in self.shards], "node_id()"
+        )
 
     # -- actors ------------------------------------------------------------------------
 
@@ -312,7 +320,9 @@ class ReplayActorSet:
         self._retry_after[shard] = 0
         self._adds[shard].clear()
         self.shards[shard] = self._make(shard)
-        self.node_ids[shard] = ray.get(self.shards[shard].node_id.remote())
+        self.node_ids[shard] = self._get_from_shards(
+            [self.shards[shard].node_id.remote()], "node_id()", [shard]
+        )[0]
         self.num_restarts += 1
         warnings.warn(
             ReplayShardWarning(
@@ -361,7 +371,15 @@ class ReplayActorSet:
             return
         refs = list(pending)
         if block:  # back-pressure: the oldest add first
-            ray.wait(refs[:1], num_returns=1)
+            deadline_s = deadlines.REPLY_DEADLINE_S
+            deadlines.wait_refs(
+                refs[:1],
+                1,
+                time.monotonic() + deadline_s,
+                lambda _pending: self.late_error(
+                    [shard], f"add() ({len(refs)} in flight)", deadline_s, node_id
+                ),
+            )
         done, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
         actor = self.shards[shard]
         for ref in done:
@@ -438,16 +456,14 @@ class ReplayActorSet:
 
     def stats(self) -> list[dict[str, float]]:
         """Each shard's ``ReplayShard.stats()`` (one Ray call per shard, waited for)."""
-        import ray
-
-        return list(ray.get([s.stats.remote() for s in self.shards]))
+        return self._get_from_shards([s.stats.remote() for s in self.shards], "stats()")
 
     def get_state(self) -> dict[str, Any]:
         """Every shard's buffer and generation, and the driver-side counts (a data tree)."""
-        import ray
-
         return {
-            "shards": list(ray.get([s.get_state.remote() for s in self.shards])),
+            "shards": self._get_from_shards(
+                [s.get_state.remote() for s in self.shards], "get_state()"
+            ),
             "generations": list(self.generations),
             "stored": list(self.stored),
             "inserted": self.inserted,
@@ -463,8 +479,6 @@ class ReplayActorSet:
         Raises:
             ValueError: another number of shards.
         """
-        import ray
-
         shards = state["shards"]
         if len(shards) != self.num_shards:
             raise ValueError(
@@ -487,7 +501,40 @@ class ReplayActorSet:
             self._ratio_mark = (self.inserted, self.replayed)
         self._in_flight.clear()
         self._next_shard = int(state["next_shard"])
-        ray.get([s.set_state.remote(st) for s, st in zip(self.shards, shards, strict=True)])
+        self._get_from_shards(
+            [s.set_state.remote(st) for s, st in zip(self.shards, shards, strict=True)],
+            "set_state()",
+        )
+
+    def _get_from_shards(
+        self, refs: list[Any], call: str, shards: list[int] | None = None
+    ) -> list[Any]:
+        """The replies ``refs`` of ``call`` from ``shards`` (default: every shard, in
+        order), waited for at most ``REPLY_DEADLINE_S`` seconds.
+
+        Raises:
+            WaitTimeoutError: a shard did not answer in time (the message names it).
+        """
+        which = list(range(self.num_shards)) if shards is None else shards
+        return deadlines.get_all(
+            refs,
+            lambda late, deadline_s: self.late_error([which[i] for i in late], call, deadline_s),
+        )
+
+    def late_error(
+        self, shards: list[int], call: str, deadline_s: float, node_id: str | None = None
+    ) -> WaitTimeoutError:
+        """The error for shards ``shards`` not answering ``call`` within ``deadline_s``
+        seconds: an ``OperatorTimeoutError`` of plan node ``node_id`` when one waited."""
+        names = ", ".join(map(str, shards))
+        text = deadlines.not_answered(
+            f"replay shard {names} of {self.name!r}", call, deadline_s, "the shard actor stuck"
+        )
+        if node_id is None:
+            return WaitTimeoutError(text)
+        return OperatorTimeoutError(
+            node_id, f"OperatorTimeoutError: {text}", actor=f"replay shard {names}"
+        )
 
     def stop(self) -> None:
         """Kill the shard actors. Idempotent."""

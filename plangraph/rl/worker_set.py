@@ -36,6 +36,10 @@ worker starts; worker ``i`` runs in bundle ``i - 1``, and so does its replacemen
 node dies, Ray re-reserves its bundles on the remaining nodes where they fit, and the
 replaced workers start there.
 
+Every wait on a remote worker's reply (its spaces, a sample, its state, the observation
+filter's moments) lasts at most ``plangraph.flow.deadlines.REPLY_DEADLINE_S`` seconds, then
+raises ``WaitTimeoutError`` naming the workers that did not answer.
+
 The learner runs in the process that builds the ``WorkerSet`` (the driver), on
 ``learner_device`` (``"auto"``: CUDA when torch sees it) when there are remote workers
 (with ``num_workers == 0`` the learner is the local worker's policy, on the CPU); it sets
@@ -54,7 +58,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from plangraph.errors import BuildError
+from plangraph.errors import BuildError, WaitTimeoutError
+from plangraph.flow.deadlines import get_all, not_answered, wait_all
 from plangraph.rl.envs import resolve_env, ship_by_value
 from plangraph.rl.policy_config import as_policy_config
 from plangraph.rl.restarts import (
@@ -186,7 +191,6 @@ class WorkerSet:
             )
             self.local_policy: TorchPolicy = self.local_worker.policy
             return
-        import ray
 
         ship_by_value(self.env)
         if placement_strategy is not None:
@@ -199,7 +203,13 @@ class WorkerSet:
                 self.stop()  # the actors just created must not outlive a failed build
                 raise
         if spaces is None:
-            spaces = ray.get(self.remote_workers[0].get_spaces.remote())
+            try:
+                (spaces,) = self._get_from_workers(
+                    [self.remote_workers[0].get_spaces.remote()], "get_spaces()"
+                )
+            except BaseException:
+                self.stop()
+                raise
         obs_space, act_space = spaces
         # Torch only now, after the actors were created: they start while it loads.
         from plangraph.rl.policies import make_policy
@@ -405,9 +415,10 @@ class WorkerSet:
         if self.local_worker is not None:
             deltas = [self.local_worker.take_obs_filter_delta()]
         else:
-            import ray
-
-            deltas = ray.get([w.take_obs_filter_delta.remote() for w in self.remote_workers])
+            deltas = self._get_from_workers(
+                [w.take_obs_filter_delta.remote() for w in self.remote_workers],
+                "take_obs_filter_delta()",
+            )
         pooled = self._global_vars.get("obs_filter")
         for d in deltas:
             if d is None:
@@ -443,7 +454,9 @@ class WorkerSet:
             import ray
 
             workers = []
-            for i, ref in enumerate([w.get_state.remote() for w in self.remote_workers]):
+            refs = [w.get_state.remote() for w in self.remote_workers]
+            wait_all(refs, lambda late, s: _late_workers(late, "get_state()", s))
+            for i, ref in enumerate(refs):
                 try:
                     workers.append(ray.get(ref))
                 except ray.exceptions.RayActorError as exc:
@@ -500,7 +513,7 @@ class WorkerSet:
             if weights_ref is None:
                 weights_ref = ray.put(self.local_policy.get_weights())
             refs.append(w.set_weights.remote(weights_ref, dict(self._global_vars) or None))
-        ray.get(refs)
+        self._get_from_workers(refs, "set_state()")
 
     # --- sampling ---------------------------------------------------------------------
     def sample(self) -> SampleBatch:
@@ -510,9 +523,18 @@ class WorkerSet:
         """
         if self.local_worker is not None:
             return self.local_worker.sample()
-        import ray
+        return SampleBatch.concat_samples(
+            self._get_from_workers([w.sample.remote() for w in self.remote_workers], "sample()")
+        )
 
-        return SampleBatch.concat_samples(ray.get([w.sample.remote() for w in self.remote_workers]))
+    def _get_from_workers(self, refs: list[Any], call: str) -> list[Any]:
+        """The replies ``refs`` of ``call``, one per remote worker in ``remote_workers``
+        order (or the first few), waited for at most ``REPLY_DEADLINE_S`` seconds.
+
+        Raises:
+            WaitTimeoutError: a worker did not answer in time (the message names it).
+        """
+        return get_all(refs, lambda late, s: _late_workers(late, call, s))
 
     # --- fault tolerance --------------------------------------------------------------
     def probe_unhealthy_workers(self, timeout_s: float = 30.0) -> list[int]:
@@ -653,6 +675,20 @@ class WorkerSet:
             except Exception:  # Ray already shut down: nothing is reserved any more
                 pass
             self.placement_group = None
+
+
+def _late_workers(positions: list[int], call: str, deadline_s: float) -> WaitTimeoutError:
+    """The error for the remote workers at ``positions`` (0-based) not answering ``call``
+    within ``deadline_s`` seconds."""
+    which = ", ".join(str(i + 1) for i in positions)
+    return WaitTimeoutError(
+        not_answered(
+            f"rollout worker {which}",
+            call,
+            deadline_s,
+            "its env stuck inside a step (a call queues behind the sample() in progress)",
+        )
+    )
 
 
 def _fmt_resources(resources: Mapping[str, float]) -> str:

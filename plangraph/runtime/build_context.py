@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from plangraph.errors import BuildError
+from plangraph.errors import BuildError, WaitTimeoutError
 from plangraph.ops.env_extras import EnvDependencyError, missing_dependency, register_env_namespace
 from plangraph.ops.wrappers import wrapped_env
 from plangraph.runtime.run_state import RunState
@@ -512,10 +512,21 @@ class BuildContext:
             self.operator_states[nid].set_state(op_state)
 
     def stop(self) -> None:
-        """Join the learner threads, then release every actor. Idempotent."""
+        """Join the learner threads, then release every actor. Idempotent.
+
+        Raises:
+            WaitTimeoutError: a learner thread did not stop in time (raised once every
+                actor is released).
+        """
+        late: list[WaitTimeoutError] = []
         for thread in self.learners.values():
-            thread.stop()
+            try:
+                thread.stop()
+            except WaitTimeoutError as exc:
+                late.append(exc)
         for ws in self.worker_sets.values():
             ws.stop()
         for shards in self.replay_actors.values():
             shards.stop()
+        if late:
+            raise late[0]

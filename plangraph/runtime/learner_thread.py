@@ -16,6 +16,14 @@ The policy is shared with the driver (weight syncs, target updates, checkpoints)
 access goes through :attr:`LearnerThread.lock`. A failure inside the thread is kept and
 re-raised at the driver by the next ``Enqueue``/``Dequeue`` as an ``OperatorError`` naming
 the node, never swallowed; ``stop()`` joins the thread within its poll interval.
+
+Deadlines. The driver waits on the thread in two places, neither for ever: ``Enqueue`` and
+``Dequeue`` (through :meth:`LearnerThread.check`) raise ``OperatorTimeoutError`` once one
+update has run for :data:`UPDATE_DEADLINE_S`, and ``stop()`` raises ``WaitTimeoutError`` if
+the thread has not ended within :data:`STOP_DEADLINE_S`. The thread's own waits (for a batch
+from the driver, for room in the out-queue) have none: the driver may legitimately not feed
+or read it for as long as it likes (between ``train()`` calls, while it checkpoints), and
+both re-check the stop flag every ``_POLL_S``.
 """
 
 from __future__ import annotations
@@ -30,13 +38,30 @@ from typing import Any
 
 import numpy as np
 
-from plangraph.flow.errors import OperatorError
+from plangraph.errors import WaitTimeoutError
+from plangraph.flow.errors import OperatorError, OperatorTimeoutError
 from plangraph.runtime.items import ReplayPriorities, scalar_stats
 
 __all__ = ["LearnerThread", "LearnerUpdate"]
 
 _POLL_S = 0.05
 """How often a blocked queue operation re-checks the stop flag (seconds)."""
+
+UPDATE_DEADLINE_S = 1800.0
+"""Seconds one update of the learner thread (waiting for the policy lock, then one
+``learn_on_batch`` pass) may take before the driver, waiting on the thread in ``Enqueue`` or
+``Dequeue``, gives up with ``OperatorTimeoutError``. A pass over a train batch takes
+milliseconds for the MLPs here and seconds for a large CNN batch on 2 loaded cores; the
+driver holds the lock only briefly (reading weights for a broadcast or a checkpoint,
+syncing a target). Thirty minutes (as
+``plangraph.flow.deadlines.REPLY_DEADLINE_S`` for an actor's reply) only ends a thread that
+hangs: a deadlock, a device that stopped answering."""
+
+STOP_DEADLINE_S = 60.0
+"""Seconds ``stop()`` waits for the thread to end before it raises ``WaitTimeoutError``.
+The thread checks its stop flag between updates and every ``_POLL_S`` while it waits on a
+queue, so it ends within one update (well under a second for the MLPs here, seconds for a
+large CNN batch on 2 loaded cores)."""
 
 
 @dataclass(frozen=True)
@@ -101,6 +126,8 @@ class LearnerThread:
         self._stop = threading.Event()
         self._error: tuple[str, str] | None = None
         self._started_at: float | None = None
+        # When the update in progress began (time.monotonic()), None between updates.
+        self._update_since: float | None = None
         self._thread = threading.Thread(target=self._run, name=f"learner-{self.name}", daemon=True)
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -111,11 +138,25 @@ class LearnerThread:
             self._started_at = time.monotonic()
             self._thread.start()
 
-    def stop(self, timeout_s: float = 10.0) -> None:
-        """Ask the thread to stop and join it (a batch in training finishes first)."""
+    def stop(self, timeout_s: float | None = None) -> None:
+        """Ask the thread to stop and join it (a batch in training finishes first).
+
+        Raises:
+            WaitTimeoutError: the thread is still running after ``timeout_s`` seconds
+                (default :data:`STOP_DEADLINE_S`); it stops after its current update.
+        """
         self._stop.set()
+        if not self._thread.is_alive():
+            return
+        limit = STOP_DEADLINE_S if timeout_s is None else timeout_s
+        self._thread.join(limit)
         if self._thread.is_alive():
-            self._thread.join(timeout_s)
+            raise WaitTimeoutError(
+                f"learner thread {self.name!r} did not stop within {limit:g} s "
+                f"(STOP_DEADLINE_S of plangraph.runtime.learner_thread): it is "
+                f"{self._doing()}; is learn_on_batch stuck (a deadlock, a device that stopped "
+                "answering)?"
+            )
 
     @property
     def alive(self) -> bool:
@@ -142,6 +183,23 @@ class LearnerThread:
             raise OperatorError(
                 node_id, f"learner thread {self.name!r} is not running (it was stopped)"
             )
+        since = self._update_since
+        if since is not None and time.monotonic() - since > UPDATE_DEADLINE_S:
+            raise OperatorTimeoutError(
+                node_id,
+                f"OperatorTimeoutError: learner thread {self.name!r} has been in one update for "
+                f"more than {UPDATE_DEADLINE_S:g} s (UPDATE_DEADLINE_S of "
+                f"plangraph.runtime.learner_thread; it is {self._doing()}), so no update "
+                "reaches the driver: is learn_on_batch stuck (a deadlock, a device that "
+                "stopped answering)?",
+            )
+
+    def _doing(self) -> str:
+        """What the thread is busy with, for messages."""
+        since = self._update_since
+        if since is None:
+            return "between updates"
+        return f"in an update started {time.monotonic() - since:.0f} s ago (version {self.version})"
 
     # -- the thread ------------------------------------------------------------------------
 
@@ -168,7 +226,7 @@ class LearnerThread:
                 slot = self._next_slot()
                 if slot is None:
                     continue
-                started = time.monotonic()
+                started = self._update_since = time.monotonic()
                 with self.lock:
                     if self.global_vars is not None:
                         self.policy.set_global_vars(self.global_vars())
@@ -176,6 +234,7 @@ class LearnerThread:
                     stats = self.policy.learn_on_batch(slot.batch)
                     self.version += 1
                     version = self.version
+                self._update_since = None
                 self.busy_s += time.monotonic() - started
                 if slot.passes_left == 0:
                     scalars = scalar_stats(stats)

@@ -3,15 +3,21 @@
 ``LocalReplay`` samples a driver-side ``ReplayBuffer``; ``ParallelReplay`` and
 ``UpdatePriorities`` talk to the shard actors of a ``ReplayActors`` resource
 (``plangraph.rl.replay_actors.ReplayActorSet``), and ``StoreToReplay`` writes either.
+
+A request to a shard actor is waited for at most ``plangraph.flow.deadlines.REPLY_DEADLINE_S``
+seconds (``OperatorTimeoutError`` naming the node and the shard), blocking or not.
 """
 
 from __future__ import annotations
 
+import functools
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
 
+from plangraph.flow import deadlines
 from plangraph.flow.errors import OperatorError
 from plangraph.flow.local import LocalIterator
 from plangraph.flow.metrics import get_metrics
@@ -178,11 +184,11 @@ def _parallel_replay(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIt
             f"(env steps sent: {held}; is its writer, StoreToReplay, driven and fed?)"
         )
 
-    def ask(pending: dict[Any, tuple[int, Any]]) -> None:
+    def ask(pending: dict[Any, tuple[int, Any, float]]) -> None:
         # Up to num_async requests per ready shard, while the replay ratio allows
         # (ReplayActors' training_intensity); shards are asked in turn, one request each.
         asked = [0] * shards.num_shards
-        for kk, a in pending.values():
+        for kk, a, _since in pending.values():
             if a is shards.shards[kk]:
                 asked[kk] += 1
         more = True
@@ -192,7 +198,7 @@ def _parallel_replay(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIt
                 if asked[k] >= p.num_async or not shards.ready(k) or not shards.may_replay():
                     continue
                 actor = shards.shards[k]
-                pending[actor.replay.remote(p.batch_size)] = (k, actor)
+                pending[actor.replay.remote(p.batch_size)] = (k, actor, time.monotonic())
                 asked[k] += 1
                 shards.set_in_flight(node.id, len(pending) * p.batch_size)
                 more = True
@@ -205,8 +211,36 @@ def _parallel_replay(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIt
             "stored); is its writer, StoreToReplay, driven and fed?"
         )
 
+    def waiting_why(in_flight: int) -> str:
+        # Only evaluated when the sink's idle watchdog fires.
+        return (
+            f"ParallelReplay: waiting for the shards of {rid!r} to answer its {in_flight} "
+            "replay requests"
+        )
+
+    def late(pending: dict[Any, tuple[int, Any, float]], unanswered: list[Any]) -> Exception:
+        """The error for the oldest request of ``unanswered`` (requests in ``pending``)."""
+        oldest = min(unanswered, key=lambda ref: pending[ref][2])
+        shard = pending[oldest][0]
+        return shards.late_error(
+            [shard], f"replay({p.batch_size})", deadlines.REPLY_DEADLINE_S, node.id
+        )
+
+    def check_deadline(pending: dict[Any, tuple[int, Any, float]]) -> None:
+        """Raise if a request has been unanswered for the deadline (checked each round, so
+        that other shards' replies cannot hide a silent one)."""
+        now = time.monotonic()
+        old = [
+            r for r, (_, _, since) in pending.items() if now - since >= deadlines.REPLY_DEADLINE_S
+        ]
+        if old:
+            _, still = ray.wait(old, num_returns=len(old), timeout=0, fetch_local=False)
+            if still:
+                raise late(pending, still)
+
     def base(timeout: float | None) -> Iterator[Any]:
-        pending: dict[Any, tuple[int, Any]] = {}  # request -> (shard, the actor asked)
+        # request -> (shard, the actor asked, when it was asked: time.monotonic())
+        pending: dict[Any, tuple[int, Any, float]] = {}
         while True:
             ask(pending)
             if not pending:
@@ -217,9 +251,19 @@ def _parallel_replay(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIt
                 note_local_wait()
                 yield NOT_READY
                 continue
+            check_deadline(pending)
             refs = list(pending)
             ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
-            if not ready and timeout != 0:
+            if not ready and timeout is None:
+                oldest = min(since for _, _, since in pending.values())
+                ready = deadlines.wait_refs(
+                    refs,
+                    1,
+                    oldest + deadlines.REPLY_DEADLINE_S,
+                    functools.partial(late, pending),
+                    note=(node.id, functools.partial(waiting_why, len(refs))),
+                )
+            elif not ready and timeout != 0:
                 ready, _ = ray.wait(refs, num_returns=1, timeout=timeout)
             if not ready:
                 note_pending(refs)
@@ -228,7 +272,7 @@ def _parallel_replay(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIt
             in_ready = set(ready)
             batches = []
             for ref in [r for r in refs if r in in_ready]:  # submission order
-                shard, actor = pending.pop(ref)
+                shard, actor, _since = pending.pop(ref)
                 shards.set_in_flight(node.id, len(pending) * p.batch_size)
                 try:
                     batch = ray.get(ref)
@@ -259,14 +303,25 @@ def _update_priorities(node: Any, ctx: BuildContext) -> Callable[[Any], Any]:
     from ray.exceptions import RayError
 
     shards = ctx.replay_actor_set(node.params.buffer)
-    replies: list[Any] = []  # object refs of [applied, stale], oldest first
+    # (object ref of a shard's [applied, stale] reply, that shard), oldest first
+    replies: list[tuple[Any, int]] = []
 
     def collect(block: bool) -> None:
         if not replies:
             return
         if block:  # bounded: wait for the oldest reply
-            ray.wait(replies[:1], num_returns=1)
-        done, _ = ray.wait(replies, num_returns=len(replies), timeout=0)
+            deadline_s = deadlines.REPLY_DEADLINE_S
+            oldest, shard = replies[0]
+            deadlines.wait_refs(
+                [oldest],
+                1,
+                time.monotonic() + deadline_s,
+                lambda _still: shards.late_error(
+                    [shard], "update_priorities()", deadline_s, node.id
+                ),
+            )
+        refs = [ref for ref, _ in replies]
+        done, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
         finished = set(done)
         counters = get_metrics().counters
         for ref in done:
@@ -276,7 +331,7 @@ def _update_priorities(node: Any, ctx: BuildContext) -> Callable[[Any], Any]:
                 continue  # the shard died: ParallelReplay reports and replaces it
             counters[PRIORITIES_APPLIED] += applied
             counters[PRIORITIES_STALE] += stale
-        replies[:] = [r for r in replies if r not in finished]
+        replies[:] = [(ref, k) for ref, k in replies if ref not in finished]
 
     def update(info: Any) -> Any:
         collect(block=len(replies) >= _MAX_PRIORITY_REPLIES)
@@ -291,9 +346,8 @@ def _update_priorities(node: Any, ctx: BuildContext) -> Callable[[Any], Any]:
                     f"{shards.num_shards}; was it replayed from another ReplayActors resource?"
                 )
             rows = keys.shards == shard
-            replies.append(
-                shards.update_priorities(k, keys.batch_indexes[rows], keys.td_errors[rows])
-            )
+            reply = shards.update_priorities(k, keys.batch_indexes[rows], keys.td_errors[rows])
+            replies.append((reply, k))
         get_metrics().counters[PRIORITIES_SENT] += int(keys.td_errors.shape[0])
         return info
 
