@@ -95,6 +95,8 @@ def test_a_dead_inner_concurrently_is_reported_once_where_it_starts() -> None:
 def test_the_refused_plan_really_hangs(ray_session: None) -> None:
     """Built with the check left out, the plan starves: the sink's watchdog (armed here,
     off by default) is the only thing that ever stops it."""
+    import ray
+
     from plangraph.flow.watchdog import PlanStalledError
 
     plan = fixture("PG176_replay_fed_by_itself.json")
@@ -107,6 +109,9 @@ def test_the_refused_plan_really_hangs(ray_session: None) -> None:
     assert compiled.ok, [d.format() for d in compiled.diagnostics]
     algo = plangraph.build(compiled, seed=0)
     try:
+        # The rollout workers up first (they import torch): a start slower than the 2 s
+        # watchdog would be reported at "rollouts", before the plan can starve.
+        ray.get([w.get_spaces.remote() for w in algo.ctx.worker_sets["workers"].remote_workers])
         with pytest.raises(PlanStalledError) as info:
             algo.train()
         assert info.value.node_id == "replayed"
