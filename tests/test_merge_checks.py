@@ -95,9 +95,8 @@ def test_a_dead_inner_concurrently_is_reported_once_where_it_starts() -> None:
 def test_the_refused_plan_really_hangs(ray_session: None) -> None:
     """Built with the check left out, the plan starves: the sink's watchdog (armed here,
     off by default) is the only thing that ever stops it."""
-    import ray
-
     from plangraph.flow.watchdog import PlanStalledError
+    from tests.waiting import rollout_workers_up
 
     plan = fixture("PG176_replay_fed_by_itself.json")
     plan["resources"]["workers"]["params"].update(
@@ -109,9 +108,9 @@ def test_the_refused_plan_really_hangs(ray_session: None) -> None:
     assert compiled.ok, [d.format() for d in compiled.diagnostics]
     algo = plangraph.build(compiled, seed=0)
     try:
-        # The rollout workers up first (they import torch): a start slower than the 2 s
-        # watchdog would be reported at "rollouts", before the plan can starve.
-        ray.get([w.get_spaces.remote() for w in algo.ctx.worker_sets["workers"].remote_workers])
+        # The rollout workers up first: a start slower than the 2 s watchdog would be
+        # reported at "rollouts", before the plan can starve.
+        rollout_workers_up(algo)
         with pytest.raises(PlanStalledError) as info:
             algo.train()
         assert info.value.node_id == "replayed"

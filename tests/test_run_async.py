@@ -184,7 +184,7 @@ def test_a_learner_update_that_never_ends_is_reported_not_waited_for(
     driver's ``Dequeue`` raises at ``UPDATE_DEADLINE_S`` naming the learner thread, and
     ``stop()`` raises at its deadline instead of returning with the thread still running."""
     compiled = plangraph.compile(_async_plan())
-    algo = compiled.build(seed=0)
+    algo = plangraph.build(compiled, seed=0)
     release = threading.Event()
     try:
         ctx = algo.ctx

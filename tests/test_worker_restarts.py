@@ -33,6 +33,7 @@ from plangraph.rl.restarts import RestartPolicy, WorkerRestartError
 from plangraph.rl.worker_set import WorkerSet
 from plangraph.runtime.algorithm import Algorithm
 from tests import crash_envs
+from tests.waiting import rollout_workers_up
 
 PLANS = Path(__file__).resolve().parent.parent / "plans"
 
@@ -195,6 +196,7 @@ def test_the_watchdog_names_a_replay_that_never_reaches_learning_starts(
     }
     algo = plangraph.build(plangraph.compile(plan, config=config), seed=0)
     algos.append(algo)
+    rollout_workers_up(algo)
     with pytest.raises(PlanStalledError) as info:
         algo.train()
     err = info.value

@@ -61,3 +61,16 @@ def run_has_results(proc: subprocess.Popen[str], log: Path, n: int) -> bool:
     output, if it exited first."""
     assert proc.poll() is None, proc.communicate()
     return log.exists() and len(log.read_text().splitlines()) >= n
+
+
+def rollout_workers_up(algo: Any, timeout_s: float = 120.0) -> None:
+    """Wait until every remote rollout worker of ``algo`` has started (they import torch):
+    a test that arms a short watchdog must not have it fire on a slow start.
+
+    Raises:
+        ray.exceptions.GetTimeoutError: a worker did not answer within ``timeout_s``.
+    """
+    import ray
+
+    workers = [w for ws in algo.ctx.worker_sets.values() for w in ws.remote_workers]
+    ray.get([w.get_spaces.remote() for w in workers], timeout=timeout_s)

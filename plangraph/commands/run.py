@@ -425,17 +425,20 @@ def _pick(given: _T | None, saved: _T | None, default: _T) -> _T:
 def run(args: argparse.Namespace) -> int:
     from plangraph.errors import PlangraphError
 
+    ray = sys.modules.get("ray")
+    # Ray that the caller started (a notebook, a test session) is the caller's to stop.
+    ray_was_up = ray is not None and ray.is_initialized()
     try:
-        launch = _prepare(args)
-    except PlangraphError as exc:  # bad input: one line, no traceback, nothing written
-        _shutdown_ray()
-        return _error(str(exc))
-    try:
+        try:
+            launch = _prepare(args)
+        except PlangraphError as exc:  # bad input: one line, no traceback, nothing written
+            return _error(str(exc))
         if isinstance(launch, int):
             return launch
         return _train(launch, args)
     finally:
-        _shutdown_ray()
+        if not ray_was_up:
+            _shutdown_ray()
 
 
 def _train(launch: _Launch, args: argparse.Namespace) -> int:
@@ -614,7 +617,8 @@ def _make_loggers(launch: _Launch, args: argparse.Namespace) -> list[Any]:
 
 
 def _shutdown_ray() -> None:
-    """Shut Ray down now, Ctrl-C ignored, so nothing is left for Ray's atexit hook."""
+    """Shut down the Ray this command started, Ctrl-C ignored, so nothing is left for
+    Ray's atexit hook."""
     session = sys.modules.get("plangraph.runtime.ray_session")
     if session is not None:  # the build imported it: Ray may be up
         from plangraph.runtime.run_loop import ignoring_sigint
