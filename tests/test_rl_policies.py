@@ -300,3 +300,24 @@ def test_config_capabilities_mirror_the_policy_classes() -> None:
             callable(getattr(cls, "compute_gradients", None))
             and callable(getattr(cls, "apply_gradients", None))
         ), algo
+
+
+def test_each_policy_class_takes_its_own_config_model_only() -> None:
+    """POLICY_CLASSES[algo].config_type is that algo's config model; any other config (or
+    an unvalidated dict) is refused by name before a network is built."""
+    import typing
+
+    from plangraph.ops.policies import PolicyConfigModel
+    from plangraph.rl.a2c import A2CPolicy
+    from plangraph.rl.policies import POLICY_CLASSES
+
+    for model in typing.get_args(PolicyConfigModel):
+        assert POLICY_CLASSES[model.model_fields["algo"].default].config_type is model
+    with pytest.raises(
+        TypeError,
+        match=r"A2CPolicy takes a config of type A2CConfig, got "
+        r"PPOConfig \(algo='ppo'\)",
+    ):
+        A2CPolicy(CARTPOLE_OBS, TWO_ACTIONS, PPOConfig())
+    with pytest.raises(TypeError, match="got dict; make_policy"):
+        A2CPolicy(CARTPOLE_OBS, TWO_ACTIONS, {"algo": "a2c"})  # type: ignore[arg-type]

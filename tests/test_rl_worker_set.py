@@ -93,3 +93,9 @@ def test_zero_workers_samples_locally_with_the_learner_policy() -> None:
         assert ws.local_policy.global_timestep == 96
     finally:
         ws.stop()
+
+
+def test_from_params_refuses_a_fragment_length_the_compiler_has_not_sized() -> None:
+    params = WorkerSetParams(num_workers=0, rollout_fragment_length="auto", policy=PPOConfig())
+    with pytest.raises(ValueError, match='rollout_fragment_length "auto" is sized by the'):
+        WorkerSet.from_params(params)

@@ -15,6 +15,7 @@ A2C (synchronous advantage actor-critic, Mnih et al. 2016) minimises, over a bat
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TypeVar
 
 import gymnasium as gym
 import numpy as np
@@ -22,6 +23,7 @@ import torch
 from torch.distributions import Distribution
 
 from plangraph.ops.models import MLPModel
+from plangraph.ops.policies import A2CConfig, APPOConfig, IMPALAConfig, PPOConfig
 from plangraph.rl.action_layout import action_layout
 from plangraph.rl.advantage_norm import AdvantageNormTerms
 from plangraph.rl.distributions import action_distribution, action_sampler
@@ -30,6 +32,10 @@ from plangraph.rl.policy import Stats, TorchPolicy
 from plangraph.rl.sample_batch import SampleBatch
 
 _SB = SampleBatch
+
+ActorCriticConfig = A2CConfig | PPOConfig | IMPALAConfig | APPOConfig
+"""The config models of the stochastic actor-critic policies."""
+ActorCriticConfigT = TypeVar("ActorCriticConfigT", bound=ActorCriticConfig, covariant=True)
 
 
 def explained_variance(pred: torch.Tensor, target: torch.Tensor) -> float:
@@ -40,7 +46,7 @@ def explained_variance(pred: torch.Tensor, target: torch.Tensor) -> float:
     return float(1.0 - torch.var(target - pred) / var)
 
 
-class ActorCriticPolicy(TorchPolicy):
+class ActorCriticPolicy(TorchPolicy[ActorCriticConfigT]):
     """Stochastic policy ``pi(a|s)`` plus a state-value head ``V(s)``.
 
     The action distribution follows the action space (``plangraph.rl.distributions``,
@@ -57,23 +63,28 @@ class ActorCriticPolicy(TorchPolicy):
             self.action_space
         )
         box = isinstance(self.action_space, gym.spaces.Box)
-        gaussian = dict(
-            gaussian_dim=self.action_shape[0] if box else 0,
-            free_log_std=self.config.free_log_std,
-            log_std_init=self.config.log_std_init,
-        )
+        gaussian_dim = self.action_shape[0] if box else 0
+        cfg = self.config
         obs_shape = tuple(self.observation_space.shape)
-        model = self.config.resolved_model(obs_shape)
+        model = cfg.resolved_model(obs_shape)
         if isinstance(model, MLPModel) and not model.vf_share_layers:
             return ActorCritic(
-                self.obs_dim, self.num_dist_inputs, model.hiddens, model.activation, **gaussian
+                self.obs_dim,
+                self.num_dist_inputs,
+                model.hiddens,
+                model.activation,
+                gaussian_dim=gaussian_dim,
+                free_log_std=cfg.free_log_std,
+                log_std_init=cfg.log_std_init,
             )
         dtype = self.observation_space.dtype
         return EncoderActorCritic(
             lambda: build_encoder(model, obs_shape, dtype),
             self.num_dist_inputs,
             model.vf_share_layers,
-            **gaussian,
+            gaussian_dim=gaussian_dim,
+            free_log_std=cfg.free_log_std,
+            log_std_init=cfg.log_std_init,
         )
 
     def dist(self, inputs: torch.Tensor) -> Distribution:
@@ -111,8 +122,10 @@ class ActorCriticPolicy(TorchPolicy):
         return (adv - adv.mean()) / (adv.std() + 1e-8)
 
 
-class A2CPolicy(ActorCriticPolicy):
+class A2CPolicy(ActorCriticPolicy[A2CConfig]):
     """A2C (Mnih et al. 2016, synchronous): loss in the module docstring."""
+
+    config_type = A2CConfig
 
     loss_columns = (_SB.OBS, _SB.ACTIONS, _SB.ADVANTAGES, _SB.VALUE_TARGETS)
 

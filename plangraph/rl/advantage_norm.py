@@ -92,7 +92,10 @@ def pool_terms(terms: Sequence[AdvantageNormTerms]) -> AdvantageNormTerms:
     w = [t.count / total for t in terms]
 
     def mean(parts: list[list[np.ndarray]]) -> list[np.ndarray]:
-        return [sum(wk * p[i] for wk, p in zip(w, parts, strict=True)) for i in range(n)]
+        # sum() starts from the int 0, so each entry is an array (there is at least one term)
+        return [
+            np.asarray(sum(wk * p[i] for wk, p in zip(w, parts, strict=True))) for i in range(n)
+        ]
 
     count, mu, m2 = 0, 0.0, 0.0
     for t in terms:

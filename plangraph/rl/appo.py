@@ -5,7 +5,7 @@ Follows RLlib 1.x ``ppo/appo_torch_policy.py`` (``build_appo_surrogate_loss`` wi
 the behaviour policy ``mu`` (``action_logp``, recorded by the rollout worker), the target
 network ``pi_old`` (the "old" policy of PPO, refreshed by ``update_target()``) and the
 online network ``pi`` being trained. Per (mini)batch of whole segments (the segment
-handling and minibatching of ``IMPALAPolicy``):
+handling and minibatching of ``VTracePolicy``, shared with ``IMPALAPolicy``):
 
     v_s, A_s = vtrace(log mu, log pi_old, ...)     V-trace with pi_old as its target policy
                                                    (Espeholt et al. 2018, eq. 1, sec. 4.2);
@@ -41,7 +41,8 @@ import numpy as np
 import torch
 from torch.distributions import kl_divergence
 
-from plangraph.rl.impala import IMPALAPolicy, importance_ratio_stats, vf_explained_variance
+from plangraph.ops.policies import APPOConfig
+from plangraph.rl.impala import VTracePolicy, importance_ratio_stats, vf_explained_variance
 from plangraph.rl.models import ActorCritic, EncoderActorCritic, soft_update
 from plangraph.rl.policy import Stats
 from plangraph.rl.sample_batch import SampleBatch
@@ -49,13 +50,15 @@ from plangraph.rl.sample_batch import SampleBatch
 _SB = SampleBatch
 
 
-class APPOPolicy(IMPALAPolicy):
+class APPOPolicy(VTracePolicy[APPOConfig]):
     """APPO policy: online actor-critic plus a target actor-critic; loss in the module doc.
 
-    Batch columns as ``IMPALAPolicy``. ``get_weights()``/``set_weights()`` carry the online
+    Batch columns as ``VTracePolicy``. ``get_weights()``/``set_weights()`` carry the online
     network only (what rollout workers act with); ``get_state()`` adds the target network
     and the current ``kl_coeff``.
     """
+
+    config_type = APPOConfig
 
     def _build_model(self) -> ActorCritic | EncoderActorCritic:
         model = super()._build_model()

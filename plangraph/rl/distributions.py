@@ -103,7 +103,10 @@ class MultiCategorical(Distribution):
     def mode(self) -> torch.Tensor:
         return torch.stack([p.mode for p in self.parts], dim=-1)
 
-    def sample(self, sample_shape: torch.Size = torch.Size()) -> torch.Tensor:  # noqa: B008
+    def sample(
+        self,
+        sample_shape: torch.Size | list[int] | tuple[int, ...] = torch.Size(),  # noqa: B008
+    ) -> torch.Tensor:
         return torch.stack([p.sample(sample_shape) for p in self.parts], dim=-1)
 
 
@@ -112,9 +115,14 @@ def _kl_multi_categorical(p: MultiCategorical, q: MultiCategorical) -> torch.Ten
     return torch.stack([kl_divergence(a, b) for a, b in zip(p.parts, q.parts, strict=True)]).sum(0)
 
 
-def _diag_gaussian(inputs: torch.Tensor, validate_args: bool | None) -> Distribution:
+def _normal(inputs: torch.Tensor, validate_args: bool | None) -> Normal:
+    """The per-dimension ``Normal(mean, exp(log_std))`` of inputs ``[mean, log_std]``."""
     mean, log_std = torch.chunk(inputs, 2, dim=-1)
-    return Independent(Normal(mean, log_std.exp(), validate_args=validate_args), 1)
+    return Normal(mean, log_std.exp(), validate_args=validate_args)
+
+
+def _diag_gaussian(inputs: torch.Tensor, validate_args: bool | None) -> Independent:
+    return Independent(_normal(inputs, validate_args), 1)
 
 
 def action_distribution(
@@ -162,8 +170,8 @@ def _pick(logits: torch.Tensor, rng: np.random.Generator | None) -> tuple[np.nda
 def _sample_gaussian(
     inputs: torch.Tensor, rng: np.random.Generator | None
 ) -> tuple[np.ndarray, np.ndarray]:
-    dist = _diag_gaussian(inputs, validate_args=False)
-    base = dist.base_dist
+    base = _normal(inputs, validate_args=False)
+    dist = Independent(base, 1)
     mean = base.loc.cpu().numpy()
     if rng is None:
         actions = np.array(mean, dtype=np.float32)
@@ -192,7 +200,7 @@ def action_sampler(action_space: gym.Space[Any]) -> ActionSampler:
         ) -> tuple[np.ndarray, np.ndarray]:
             parts = [_pick(x, rng) for x in torch.split(inputs, nvec, dim=-1)]
             actions = np.stack([a for a, _ in parts], axis=1)
-            return actions, np.sum([lp for _, lp in parts], axis=0, dtype=np.float32)
+            return actions, np.asarray(np.sum([lp for _, lp in parts], axis=0, dtype=np.float32))
 
         return sample_multi
     return _sample_gaussian

@@ -52,11 +52,11 @@ def linear_epsilon(config: DQNConfig, timestep: int) -> float:
     return float(config.epsilon_initial + frac * (config.epsilon_final - config.epsilon_initial))
 
 
-class DQNPolicy(TorchPolicy):
+class DQNPolicy(TorchPolicy[DQNConfig]):
     """DQN policy: online Q-network, target Q-network, epsilon-greedy exploration."""
 
+    config_type = DQNConfig
     model: QNetwork | EncoderQNetwork
-    config: DQNConfig
 
     #: (worker, num_workers) of the rollout worker acting with this copy (Ape-X exploration)
     exploration_worker: tuple[int, int] = (0, 1)

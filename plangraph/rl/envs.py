@@ -92,9 +92,10 @@ def resolve_env(env: EnvLike) -> Callable[..., gym.Env]:
         importlib.import_module(module)
     spec = gym.spec(env_id)
     entry = spec.entry_point
-    if isinstance(entry, str):
-        entry = load_env_creator(entry)
-    return GymEnvCreator(dataclasses.replace(spec, entry_point=entry))
+    creator = load_env_creator(entry) if isinstance(entry, str) else entry
+    # gymnasium types load_env_creator for env and vector entry points alike; an EnvSpec's
+    # entry point names an env creator
+    return GymEnvCreator(dataclasses.replace(spec, entry_point=creator))  # type: ignore[arg-type]
 
 
 def env_label(env: EnvLike | None) -> str | None:

@@ -73,6 +73,22 @@ class _Episode:
     length: int = 0
 
 
+def _frame(env: gym.Env) -> np.ndarray:
+    """``env.render()``, an ``rgb_array`` frame.
+
+    Raises:
+        ValueError: ``render()`` returned no array (an env not made with
+            ``render_mode="rgb_array"``).
+    """
+    frame = env.render()
+    if not isinstance(frame, np.ndarray):
+        raise ValueError(
+            f"the env's render() returned {type(frame).__name__}, not a frame: make it with "
+            'render_mode="rgb_array" to record frames'
+        )
+    return frame
+
+
 def run_episodes(
     policy: Any,
     envs: Sequence[gym.Env],
@@ -109,7 +125,7 @@ def run_episodes(
         obs, _ = envs[slot].reset(seed=int(seed))
         playing[slot] = _Episode(index, obs)
         if slot == 0 and on_frame is not None:
-            on_frame(envs[0].render())
+            on_frame(_frame(envs[0]))
 
     for slot in range(min(len(envs), len(seeds))):
         start(slot)
@@ -123,7 +139,7 @@ def run_episodes(
             ep.ret += float(reward)
             ep.length += 1
             if slot == 0 and on_frame is not None:
-                on_frame(envs[0].render())
+                on_frame(_frame(envs[0]))
             if terminated or truncated or ep.length >= max_episode_steps:
                 returns[ep.index], lengths[ep.index] = ep.ret, ep.length
                 del playing[slot]

@@ -31,10 +31,12 @@ separate a row from the rows its trace sums over.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from typing import TypeVar
 
 import numpy as np
 import torch
 
+from plangraph.ops.policies import APPOConfig, IMPALAConfig
 from plangraph.rl.a2c import ActorCriticPolicy, explained_variance
 from plangraph.rl.policy import Stats
 from plangraph.rl.sample_batch import SampleBatch
@@ -42,13 +44,16 @@ from plangraph.rl.vtrace import VTraceReturns, vtrace
 
 _SB = SampleBatch
 
+VTraceConfigT = TypeVar("VTraceConfigT", bound=IMPALAConfig | APPOConfig, covariant=True)
 
-class IMPALAPolicy(ActorCriticPolicy):
-    """IMPALA policy (V-trace actor-critic); loss in the module docstring.
+
+class VTracePolicy(ActorCriticPolicy[VTraceConfigT]):
+    """What the V-trace learners (``IMPALAPolicy``, ``APPOPolicy``) share: V-trace of
+    whole segments and minibatches of whole segments (module docstring).
 
     Batches need the columns ``obs, actions, rewards, terminateds, action_logp, next_obs,
-    segment_ends`` (what ``RolloutWorker.sample()`` emits for ``algo="impala"``), with
-    every segment whole: the last row of the batch must be a segment end.
+    segment_ends`` (what ``RolloutWorker.sample()`` emits for ``algo="impala"`` and
+    ``"appo"``), with every segment whole: the last row of the batch must be a segment end.
     """
 
     loss_columns = (
@@ -110,29 +115,6 @@ class IMPALAPolicy(ActorCriticPolicy):
             inputs, values = self.model.pi_vf(t[_SB.OBS])
             return self._vtrace(t, self.dist(inputs).log_prob(t[_SB.ACTIONS]), values)
 
-    def _loss(
-        self, t: Mapping[str, torch.Tensor], with_stats: bool = True
-    ) -> tuple[torch.Tensor, Stats]:
-        cfg = self.config
-        inputs, values = self.model.pi_vf(t[_SB.OBS])
-        dist = self.dist(inputs)
-        logp = dist.log_prob(t[_SB.ACTIONS])
-        vt = self._vtrace(t, logp, values)
-        policy_loss = -(logp * vt.pg_advantages).mean()
-        vf_loss = 0.5 * torch.mean((vt.vs - values) ** 2)
-        entropy = dist.entropy().mean()
-        total = policy_loss + cfg.vf_loss_coeff * vf_loss - cfg.entropy_coeff * entropy
-        if not with_stats:
-            return total, {}
-        return total, {
-            "total_loss": total.item(),
-            "policy_loss": policy_loss.item(),
-            "vf_loss": vf_loss.item(),
-            "entropy": entropy.item(),
-            "vf_explained_var": vf_explained_variance(values.detach(), vt.vs),
-            **importance_ratio_stats(vt, cfg.vtrace_clip_rho_threshold),
-        }
-
     def _minibatch_indices(self, batch: SampleBatch, size: int) -> Iterator[np.ndarray]:
         """Minibatches of whole segments in shuffled segment order (module docstring).
 
@@ -171,6 +153,36 @@ class IMPALAPolicy(ActorCriticPolicy):
                 "train on whole worker fragments or their concatenation"
             )
         return ends
+
+
+class IMPALAPolicy(VTracePolicy[IMPALAConfig]):
+    """IMPALA policy (V-trace actor-critic); loss in the module docstring, batches as
+    ``VTracePolicy``."""
+
+    config_type = IMPALAConfig
+
+    def _loss(
+        self, t: Mapping[str, torch.Tensor], with_stats: bool = True
+    ) -> tuple[torch.Tensor, Stats]:
+        cfg = self.config
+        inputs, values = self.model.pi_vf(t[_SB.OBS])
+        dist = self.dist(inputs)
+        logp = dist.log_prob(t[_SB.ACTIONS])
+        vt = self._vtrace(t, logp, values)
+        policy_loss = -(logp * vt.pg_advantages).mean()
+        vf_loss = 0.5 * torch.mean((vt.vs - values) ** 2)
+        entropy = dist.entropy().mean()
+        total = policy_loss + cfg.vf_loss_coeff * vf_loss - cfg.entropy_coeff * entropy
+        if not with_stats:
+            return total, {}
+        return total, {
+            "total_loss": total.item(),
+            "policy_loss": policy_loss.item(),
+            "vf_loss": vf_loss.item(),
+            "entropy": entropy.item(),
+            "vf_explained_var": vf_explained_variance(values.detach(), vt.vs),
+            **importance_ratio_stats(vt, cfg.vtrace_clip_rho_threshold),
+        }
 
 
 def vf_explained_variance(pred: torch.Tensor, target: torch.Tensor) -> float:

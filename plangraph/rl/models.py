@@ -18,7 +18,7 @@ output gain is chosen per head (0.01 for policy logits, 1.0 for values / Q-value
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -112,8 +112,10 @@ class ActorCritic(nn.Module):
         if self.free_log_std:
             self.log_std = nn.Parameter(torch.full((gaussian_dim,), float(log_std_init)))
         elif gaussian_dim > 0:
+            out_layer = self.pi_net[-1]
+            assert isinstance(out_layer, nn.Linear), "mlp() ends in a Linear layer"
             with torch.no_grad():
-                self.pi_net[-1].bias[gaussian_dim:] = float(log_std_init)
+                out_layer.bias[gaussian_dim:] = float(log_std_init)
 
     def pi(self, obs: torch.Tensor) -> torch.Tensor:
         out = mlp_forward(self.pi_net, flatten_obs(obs))
@@ -192,6 +194,7 @@ class CNNEncoder(nn.Module):
         layers: list[nn.Module] = []
         for out_ch, kernel, stride in conv_filters:
             conv = nn.Conv2d(channels, int(out_ch), int(kernel), int(stride))
+            assert conv.bias is not None, "Conv2d has a bias by default"
             nn.init.orthogonal_(conv.weight, gain=math.sqrt(2.0))
             nn.init.zeros_(conv.bias)
             layers += [conv, act()]
@@ -213,7 +216,11 @@ class CNNEncoder(nn.Module):
         return mlp_forward(self.dense.net, self.convs(x))
 
 
-def build_encoder(model: Any, obs_shape: Sequence[int], obs_dtype: Any) -> nn.Module:
+Encoder = MLPEncoder | CNNEncoder
+"""A model's observation encoder; ``out_dim`` is the width of its features."""
+
+
+def build_encoder(model: Any, obs_shape: Sequence[int], obs_dtype: Any) -> Encoder:
     """The encoder of a ``plangraph.ops.models`` model config (``MLPModel`` or
     ``CNNModel``) for observations of ``obs_shape`` and ``obs_dtype``; ``.out_dim`` is
     the width of its features."""
@@ -246,7 +253,7 @@ class EncoderActorCritic(nn.Module):
 
     def __init__(
         self,
-        make_encoder: Any,
+        make_encoder: Callable[[], Encoder],
         num_actions: int,
         vf_share_layers: bool,
         *,
@@ -295,7 +302,7 @@ class EncoderQNetwork(nn.Module):
     """Q-values on an encoder (``build_encoder``): ``forward(obs)`` -> float32
     ``[B, num_actions]``."""
 
-    def __init__(self, encoder: nn.Module, num_actions: int) -> None:
+    def __init__(self, encoder: Encoder, num_actions: int) -> None:
         super().__init__()
         self.encoder = encoder
         self.q_head = _head(encoder.out_dim, num_actions, 1.0)

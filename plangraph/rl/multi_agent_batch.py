@@ -117,7 +117,9 @@ class MultiAgentBatch:
                 for pid in pids
             },
             sum(b.env_steps() for b in batches),
-            episode_returns=np.concatenate([b.episode_returns for b in batches] or [[]]),
+            episode_returns=np.concatenate(
+                [b.episode_returns for b in batches] or [np.zeros(0, np.float64)]
+            ),
             episode_lengths=np.concatenate(
                 [b.episode_lengths for b in batches] or [np.zeros(0, np.int64)]
             ),

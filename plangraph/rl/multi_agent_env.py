@@ -69,7 +69,7 @@ def resolve_multi_agent_env(name: str) -> EnvCreator:
         )
     if isinstance(entry.creator, str):
         module, _, attr = entry.creator.partition(":")
-        return getattr(importlib.import_module(module), attr)  # type: ignore[no-any-return]
+        return getattr(importlib.import_module(module), attr)
     return entry.creator
 
 

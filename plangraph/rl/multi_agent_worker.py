@@ -45,10 +45,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from plangraph.ops.policies import A2CConfig, PPOConfig
 from plangraph.ops.policy_mapping import map_agent
 from plangraph.rl.multi_agent_batch import MultiAgentBatch
 from plangraph.rl.multi_agent_env import make_multi_agent_env
-from plangraph.rl.policy_config import as_policy_config
+from plangraph.rl.policy_config import as_policy_config, transition_n_step
 from plangraph.rl.postprocessing import compute_gae, compute_n_step_returns
 from plangraph.rl.row_layout import action_row
 from plangraph.rl.sample_batch import SampleBatch
@@ -60,7 +61,8 @@ if TYPE_CHECKING:
 __all__ = ["MultiAgentRolloutWorker", "PolicyMapping", "policy_seeds"]
 
 _SB = SampleBatch
-_ACTOR_CRITIC = ("a2c", "ppo")
+# The config models whose policies sample with GAE postprocessing (the actor-critics).
+_ACTOR_CRITIC = (A2CConfig, PPOConfig)
 _EPS_STRIDE = 1 << 40
 AGENT_INDEX = "agent_index"
 
@@ -148,7 +150,7 @@ class MultiAgentRolloutWorker:
             raise ValueError(f"rollout_fragment_length must be >= 1, got {rollout_fragment_length}")
         self.configs = {pid: as_policy_config(c) for pid, c in sorted(policies.items())}
         for pid, cfg in self.configs.items():
-            if cfg.algo not in _ACTOR_CRITIC and "replay" not in cfg.capabilities:
+            if not isinstance(cfg, _ACTOR_CRITIC) and "replay" not in cfg.capabilities:
                 raise ValueError(
                     f"policy {pid!r}: algo {cfg.algo!r} is not supported in multi-agent "
                     "sampling (use a2c, ppo, dqn or sac)"
@@ -222,7 +224,7 @@ class MultiAgentRolloutWorker:
 
     # --- sampling ---------------------------------------------------------------------
     def _extra_keys(self, pid: str) -> tuple[str, ...]:
-        if self.configs[pid].algo in _ACTOR_CRITIC:
+        if isinstance(self.configs[pid], _ACTOR_CRITIC):
             return (_SB.ACTION_LOGP, _SB.ACTION_DIST_INPUTS)
         return ()
 
@@ -339,7 +341,7 @@ class MultiAgentRolloutWorker:
             start = end
         cols[_SB.NEXT_OBS] = next_obs
         term = cols[_SB.TERMINATEDS]
-        if cfg.algo in _ACTOR_CRITIC:
+        if isinstance(cfg, _ACTOR_CRITIC):
             values = np.asarray(policy.compute_values(cols[_SB.OBS]), dtype=np.float32)
             bootstrap = np.asarray(policy.compute_values(next_obs), dtype=np.float32).copy()
             bootstrap[term] = 0.0
@@ -355,9 +357,9 @@ class MultiAgentRolloutWorker:
             cols[_SB.BOOTSTRAP_VALUES] = bootstrap
             cols[_SB.ADVANTAGES] = adv[:, 0]
             cols[_SB.VALUE_TARGETS] = targets[:, 0]
-        elif getattr(cfg, "n_step", 1) > 1:
+        elif transition_n_step(cfg) > 1:
             rets, steps = compute_n_step_returns(
-                cols[_SB.REWARDS][:, None], continues[:, None], cfg.n_step, cfg.gamma
+                cols[_SB.REWARDS][:, None], continues[:, None], transition_n_step(cfg), cfg.gamma
             )
             last = np.arange(len(steps)) + steps[:, 0] - 1
             cols[_SB.REWARDS] = rets[:, 0]

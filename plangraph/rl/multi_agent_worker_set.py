@@ -20,7 +20,7 @@ weights.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from plangraph.rl.multi_agent_batch import MultiAgentBatch
@@ -32,52 +32,17 @@ from plangraph.rl.multi_agent_worker import (
     resolve_mapping,
 )
 from plangraph.rl.policy_config import as_policy_config
+from plangraph.rl.policy_map import PolicyMap
 from plangraph.rl.restarts import RestartPolicy
 from plangraph.rl.seeding import derive_seeds
-from plangraph.rl.worker_set import ResumeWarning, WorkerSet, _set_torch_threads
+from plangraph.rl.worker_set import ResumeWarning, WorkerSet, _set_torch_threads, fragment_length
 
 if TYPE_CHECKING:
+    import gymnasium as gym
+
     from plangraph.ops.resources import WorkerResources, WorkerSetParams
 
 __all__ = ["MultiAgentWorkerSet", "PolicyMap"]
-
-
-class PolicyMap(Mapping[str, Any]):
-    """The learner policies by id; ``get_state``/``set_state``/``get_weights`` cover all
-    of them (a checkpoint keeps every policy's weights, optimizer and schedules)."""
-
-    def __init__(self, policies: Mapping[str, Any]) -> None:
-        self._policies = dict(sorted(policies.items()))
-
-    def __getitem__(self, pid: str) -> Any:
-        return self._policies[pid]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._policies)
-
-    def __len__(self) -> int:
-        return len(self._policies)
-
-    def get_weights(self) -> dict[str, Any]:
-        return {pid: p.get_weights() for pid, p in self._policies.items()}
-
-    def get_state(self) -> dict[str, Any]:
-        return {pid: p.get_state() for pid, p in self._policies.items()}
-
-    def set_state(self, state: Mapping[str, Any]) -> None:
-        """Restore every policy of ``state``.
-
-        Raises:
-            ValueError: ``state`` names a policy this map does not have.
-        """
-        unknown = sorted(set(state) - set(self._policies))
-        if unknown:
-            raise ValueError(
-                f"checkpoint holds policies {unknown} that this worker set does not have "
-                f"({', '.join(self._policies)})"
-            )
-        for pid, s in state.items():
-            self._policies[pid].set_state(s)
 
 
 class MultiAgentWorkerSet(WorkerSet):
@@ -105,6 +70,8 @@ class MultiAgentWorkerSet(WorkerSet):
     """
 
     multi_agent = True
+    local_policy: PolicyMap
+    policy_config: None
 
     def __init__(
         self,
@@ -159,7 +126,7 @@ class MultiAgentWorkerSet(WorkerSet):
             self.agent_policy = {
                 a: resolve_mapping(policy_mapping, a) for a in probe.possible_agents
             }
-            spaces = {}
+            spaces: dict[str, tuple[gym.Space[Any], gym.Space[Any]]] = {}
             for a, pid in self.agent_policy.items():
                 if pid not in self.policy_configs:
                     raise KeyError(
@@ -203,12 +170,16 @@ class MultiAgentWorkerSet(WorkerSet):
         self.sync_weights()
 
     @classmethod
-    def from_params(  # type: ignore[override]
+    def from_params(
         cls, params: WorkerSetParams, seed: int = 0, *, env: Any = None, **kwargs: Any
     ) -> MultiAgentWorkerSet:
         """Build from a plan's multi-agent ``WorkerSetParams``; ``env`` (a name or
         creator) replaces ``params.env``, ``policy_mapping`` (a function, from a Python
-        caller) replaces ``params.policy_mapping``."""
+        caller) replaces ``params.policy_mapping``.
+
+        Raises:
+            ValueError: ``params`` declare no ``policies``, or an unsized fragment length.
+        """
         kwargs.setdefault(
             "restart_policy",
             RestartPolicy(
@@ -222,13 +193,17 @@ class MultiAgentWorkerSet(WorkerSet):
         kwargs.setdefault("placement_strategy", params.placement_strategy)
         kwargs.setdefault("learner_device", params.learner.device)
         mapping = kwargs.pop("policy_mapping", None) or dict(params.policy_mapping)
-        assert params.policies is not None
+        if params.policies is None:
+            raise ValueError(
+                "MultiAgentWorkerSet.from_params needs multi-agent params (policies); these "
+                "declare one policy: build a WorkerSet"
+            )
         return cls(
             env if env is not None else params.env,
             params.env_config,
             params.num_workers,
             params.num_envs_per_worker,
-            params.rollout_fragment_length,
+            fragment_length(params),
             params.policies,
             mapping,
             seed,
@@ -319,7 +294,7 @@ class MultiAgentWorkerSet(WorkerSet):
     def sample(self) -> MultiAgentBatch:  # type: ignore[override]
         """One fragment from every worker, concatenated per policy in worker order."""
         if self.local_worker is not None:
-            return self.local_worker.sample()  # type: ignore[no-any-return]
+            return self.local_worker.sample()
         return MultiAgentBatch.concat_samples(
             self._get_from_workers([w.sample.remote() for w in self.remote_workers], "sample()")
         )

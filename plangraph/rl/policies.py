@@ -6,6 +6,7 @@ from typing import Any
 
 import gymnasium as gym
 
+from plangraph.ops.policies import PolicyConfigModel
 from plangraph.rl.a2c import A2CPolicy
 from plangraph.rl.appo import APPOPolicy
 from plangraph.rl.dqn import DQNPolicy
@@ -16,7 +17,7 @@ from plangraph.rl.sac import SACPolicy
 
 __all__ = ["POLICY_CLASSES", "make_policy"]
 
-POLICY_CLASSES: dict[str, type[TorchPolicy]] = {
+POLICY_CLASSES: dict[str, type[TorchPolicy[PolicyConfigModel]]] = {
     "a2c": A2CPolicy,
     "ppo": PPOPolicy,
     "dqn": DQNPolicy,
@@ -33,7 +34,7 @@ def make_policy(
     config: Any,
     seed: int = 0,
     device: str = "cpu",
-) -> TorchPolicy:
+) -> TorchPolicy[PolicyConfigModel]:
     """Build the policy for ``config.algo``: a2c, ppo, dqn, impala, appo or sac
     (``POLICY_CLASSES``).
 

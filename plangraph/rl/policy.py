@@ -25,7 +25,7 @@ from __future__ import annotations
 import copy
 import warnings
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import gymnasium as gym
 import numpy as np
@@ -38,6 +38,11 @@ from plangraph.rl.sample_batch import SampleBatch
 
 Stats = dict[str, Any]
 """Learner stats: ``str -> float`` (plus ``td_error: float32 [B]`` for DQN)."""
+
+ConfigT = TypeVar("ConfigT", bound=PolicyConfigModel, covariant=True)
+"""The config model a policy class trains with (``A2CConfig`` for ``A2CPolicy``, ...).
+Covariant: a policy's ``config`` is read-only, so an ``A2CPolicy`` is a
+``TorchPolicy[PolicyConfigModel]``."""
 
 
 def piecewise_linear(points: tuple[tuple[int, float], ...], x: float) -> float:
@@ -85,14 +90,20 @@ def resolve_device(device: str = "cpu") -> torch.device:
     raise ValueError(f'learner device {device!r}: expected "auto", "cpu" or "cuda"')
 
 
-class TorchPolicy:
-    """Base class of the A2C, PPO, DQN, IMPALA and APPO policies (``make_policy`` builds them).
+class TorchPolicy(Generic[ConfigT]):
+    """Base class of the A2C, PPO, DQN, IMPALA, APPO and SAC policies (``make_policy``
+    builds them).
+
+    Generic in its config model: each algorithm's class names its own
+    (``class PPOPolicy(ActorCriticPolicy[PPOConfig])``, ``config_type = PPOConfig``), so
+    ``self.config`` has that model's fields.
 
     Args:
         observation_space: a ``gymnasium.spaces.Box`` (any dtype, any shape).
         action_space: one of the config's ``action_spaces`` (``Discrete``; the
             actor-critic policies also ``MultiDiscrete`` and 1-D ``Box``).
-        config: the algorithm's config model from ``plangraph.ops.policies``.
+        config: the algorithm's config model from ``plangraph.ops.policies`` (an instance
+            of the class's ``config_type``).
         seed: seeds the torch initialisation (without touching torch's global RNG), action
             sampling and minibatch shuffling.
         device: where the model trains (``resolve_device``: ``"auto"``, ``"cpu"``,
@@ -101,10 +112,14 @@ class TorchPolicy:
             device from pinned memory; ``get_weights`` always returns CPU arrays.
 
     Raises:
+        TypeError: ``config`` is not a ``config_type`` (e.g. a ``PPOConfig`` given to
+            ``A2CPolicy``, or a dict: ``make_policy`` validates dicts).
         ValueError: an unsupported observation or action space, or a CUDA device torch
             does not see.
     """
 
+    #: the config model this class trains with (set by each algorithm's class)
+    config_type: type[ConfigT]
     #: batch columns the loss reads (converted to tensors once per ``train`` call)
     loss_columns: tuple[str, ...] = ()
     #: the ones among them a batch may lack (e.g. ``weights`` without prioritized replay)
@@ -114,10 +129,18 @@ class TorchPolicy:
         self,
         observation_space: gym.Space[Any],
         action_space: gym.Space[Any],
-        config: PolicyConfigModel,
+        config: ConfigT,
         seed: int = 0,
         device: str = "cpu",
     ) -> None:
+        if not isinstance(config, self.config_type):
+            algo = f" (algo={config.algo!r})" if isinstance(config, PolicyConfigModel) else ""
+            raise TypeError(
+                f"{type(self).__name__} takes a config of type {self.config_type.__name__}, "
+                f"got {type(config).__name__}{algo}; make_policy builds the policy class of "
+                "a config's algo (and validates a dict)"
+            )
+        self._config = config
         self.device = resolve_device(device)
         if not isinstance(observation_space, gym.spaces.Box):
             raise ValueError(
@@ -130,7 +153,6 @@ class TorchPolicy:
             )
         self.observation_space = observation_space
         self.action_space = action_space
-        self.config = config
         self.obs_dim = int(np.prod(observation_space.shape))
         #: number of discrete actions (0 for other action spaces)
         self.num_actions = (
@@ -150,6 +172,11 @@ class TorchPolicy:
                     value.to(self.device)
         self._params = [p for p in self.model.parameters() if p.requires_grad]
         self._optimizers: dict[str, torch.optim.Optimizer] | None = None
+
+    @property
+    def config(self) -> ConfigT:
+        """The algorithm's config model (read-only: the policy was built for it)."""
+        return self._config
 
     # --- to implement -----------------------------------------------------------------
     def _build_model(self) -> torch.nn.Module:
@@ -243,10 +270,9 @@ class TorchPolicy:
         self, t: Mapping[str, torch.Tensor], with_stats: bool = True
     ) -> tuple[list[torch.Tensor], Stats]:
         loss, stats = self._loss(t, with_stats)
-        grads = torch.autograd.grad(loss, self._params, allow_unused=True)
+        raw = torch.autograd.grad(loss, self._params, allow_unused=True)
         grads = [
-            torch.zeros_like(p) if g is None else g
-            for g, p in zip(grads, self._params, strict=True)
+            torch.zeros_like(p) if g is None else g for g, p in zip(raw, self._params, strict=True)
         ]
         return grads, stats
 

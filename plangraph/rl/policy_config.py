@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
-from plangraph.ops.policies import PolicyConfig, PolicyConfigModel
+from plangraph.ops.policies import DQNConfig, PolicyConfig, PolicyConfigModel, SACConfig
 
 _CONFIG_ADAPTER: TypeAdapter[Any] = TypeAdapter(PolicyConfig)
 
@@ -20,3 +20,9 @@ def as_policy_config(config: Any) -> PolicyConfigModel:
     if isinstance(config, PolicyConfigModel):
         return config
     return _CONFIG_ADAPTER.validate_python(config)
+
+
+def transition_n_step(config: PolicyConfigModel) -> int:
+    """The env steps one sampled transition spans: ``n_step`` of a config that has the
+    setting (DQN, SAC: n-step targets), 1 for the others."""
+    return config.n_step if isinstance(config, (DQNConfig, SACConfig)) else 1

@@ -24,6 +24,7 @@ from collections.abc import Mapping
 import torch
 from torch.distributions import kl_divergence
 
+from plangraph.ops.policies import PPOConfig
 from plangraph.rl.a2c import ActorCriticPolicy, explained_variance
 from plangraph.rl.policy import Stats
 from plangraph.rl.sample_batch import SampleBatch
@@ -31,8 +32,10 @@ from plangraph.rl.sample_batch import SampleBatch
 _SB = SampleBatch
 
 
-class PPOPolicy(ActorCriticPolicy):
+class PPOPolicy(ActorCriticPolicy[PPOConfig]):
     """PPO-clip policy; loss in the module docstring."""
+
+    config_type = PPOConfig
 
     loss_columns = (
         _SB.OBS,

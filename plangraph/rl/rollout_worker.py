@@ -74,8 +74,9 @@ from typing import TYPE_CHECKING, Any
 import gymnasium as gym
 import numpy as np
 
+from plangraph.ops.policies import A2CConfig, PolicyConfigModel, PPOConfig
 from plangraph.rl.env_state import capture_env, restore_env
-from plangraph.rl.policy_config import as_policy_config
+from plangraph.rl.policy_config import as_policy_config, transition_n_step
 from plangraph.rl.postprocessing import compute_gae, compute_n_step_returns
 from plangraph.rl.row_layout import action_row, sample_row_layout
 from plangraph.rl.sample_batch import SampleBatch
@@ -84,6 +85,7 @@ from plangraph.rl.worker_gradients import WorkerGradients
 from plangraph.rl.wrappers import make_env
 
 if TYPE_CHECKING:
+    from plangraph.rl.a2c import ActorCriticConfig, ActorCriticPolicy
     from plangraph.rl.policy import TorchPolicy
 
 __all__ = ["EnvSpec", "RolloutWorker", "env_creator", "make_vector_env", "sample_row_layout"]
@@ -159,7 +161,7 @@ class RolloutWorker:
         seed: int = 0,
         worker_index: int = 0,
         *,
-        policy: TorchPolicy | None = None,
+        policy: TorchPolicy[PolicyConfigModel] | None = None,
         torch_threads: int | None = None,
         num_workers: int | None = None,
     ) -> None:
@@ -179,7 +181,7 @@ class RolloutWorker:
             import torch
 
             torch.set_num_threads(torch_threads)
-        self.policy: TorchPolicy
+        self.policy: TorchPolicy[PolicyConfigModel]
         if policy is not None:
             self.policy = policy
         else:
@@ -194,12 +196,17 @@ class RolloutWorker:
             and hasattr(self.policy, "set_exploration_worker")
         ):
             self.policy.set_exploration_worker(self.worker_index - 1, num_workers)
-        self._obs_shape = tuple(self.observation_space.shape)
-        self._obs_dtype = self.observation_space.dtype
+        obs_space = self.observation_space
+        if not isinstance(obs_space, gym.spaces.Box):  # a policy given by the caller
+            raise ValueError(f"RolloutWorker samples Box observations, got {obs_space}")
+        self._obs_shape = tuple(obs_space.shape)
+        self._obs_dtype = obs_space.dtype
         self._action_shape, self._action_dtype = action_row(self.action_space)
-        box = isinstance(self.action_space, gym.spaces.Box)
-        self._action_low = self.action_space.low if box else None
-        self._action_high = self.action_space.high if box else None
+        self._action_low: np.ndarray | None = None
+        self._action_high: np.ndarray | None = None
+        if isinstance(self.action_space, gym.spaces.Box):
+            self._action_low = self.action_space.low
+            self._action_high = self.action_space.high
         obs, _ = self.env.reset(seed=list(self.sub_env_seeds))
         self._obs = obs
         self._ep_return = np.zeros(self.num_envs, dtype=np.float64)
@@ -212,6 +219,22 @@ class RolloutWorker:
         self._transforms: tuple[BatchTransform, ...] = ()
         #: seconds spent in each batch transform (by node id) since it was installed
         self.transform_time_s: dict[str, float] = {}
+
+    def _actor_critic_policy(self) -> ActorCriticPolicy[ActorCriticConfig]:
+        """The policy, which samples actor-critic columns (``action_logp``, ``V(s)``).
+
+        Raises:
+            TypeError: the policy is no actor-critic policy (one given by the caller for
+                another algo than its config's).
+        """
+        from plangraph.rl.a2c import ActorCriticPolicy
+
+        if not isinstance(self.policy, ActorCriticPolicy):
+            raise TypeError(
+                f"algo={self.config.algo!r} samples with an actor-critic policy, but the "
+                f"worker's policy is a {type(self.policy).__name__}"
+            )
+        return self.policy
 
     def _new_eps_id(self) -> int:
         eid = self.worker_index * _EPS_STRIDE + self._eps_counter
@@ -239,8 +262,9 @@ class RolloutWorker:
         eps_buf = np.empty((n, horizon), dtype=np.int64)
         t_buf = np.empty((n, horizon), dtype=np.int64)
         if actor_critic:
+            num_dist_inputs = self._actor_critic_policy().num_dist_inputs
             logp_buf = np.empty((n, horizon), dtype=np.float32)
-            logits_buf = np.empty((n, horizon, policy.num_dist_inputs), dtype=np.float32)
+            logits_buf = np.empty((n, horizon, num_dist_inputs), dtype=np.float32)
         # (t, sub-env, final observation) of every episode end in this fragment.
         finals: list[tuple[int, int, np.ndarray]] = []
         ep_returns: list[float] = []
@@ -296,7 +320,7 @@ class RolloutWorker:
                 columns.update(self._postprocess_actor_critic(obs_buf, rew_buf, term_buf, finals))
         elif "replay" in self.config.capabilities:  # dqn, sac: single transitions
             columns[_SB.NEXT_OBS] = self._next_obs(obs_buf, finals)
-            if self.config.n_step > 1:
+            if transition_n_step(self.config) > 1:
                 columns.update(self._n_step_transitions(columns))
         rows = n * horizon
         self.num_env_steps_sampled += rows
@@ -375,7 +399,10 @@ class RolloutWorker:
         finals: list[tuple[int, int, np.ndarray]],
     ) -> dict[str, np.ndarray]:
         n, horizon = rew_buf.shape
-        policy = self.policy
+        cfg = self.config
+        if not isinstance(cfg, (A2CConfig, PPOConfig)):
+            raise TypeError(f"GAE postprocessing is for a2c and ppo, not algo={cfg.algo!r}")
+        policy = self._actor_critic_policy()
         values = policy.compute_values(obs_buf.reshape(n * horizon, *self._obs_shape))
         values = values.reshape(n, horizon)
         # Successor values: the next row's V(s_{t+1}); V(last obs) at the fragment cut;
@@ -395,7 +422,7 @@ class RolloutWorker:
             continues[k, t] = False
         continues[:, -1] = False
         adv, targets = compute_gae(
-            rew_buf.T, values.T, bootstrap.T, continues.T, self.config.gamma, self.config.gae_lambda
+            rew_buf.T, values.T, bootstrap.T, continues.T, cfg.gamma, cfg.gae_lambda
         )
         return {
             _SB.VF_PREDS: values,
@@ -442,7 +469,7 @@ class RolloutWorker:
         continues = ~(term | columns[_SB.TRUNCATEDS])
         continues[:, -1] = False
         returns, steps = compute_n_step_returns(
-            rew.T, continues.T, self.config.n_step, self.config.gamma
+            rew.T, continues.T, transition_n_step(self.config), self.config.gamma
         )
         steps = np.ascontiguousarray(steps.T)
         last = np.arange(rew.shape[1])[None, :] + steps - 1

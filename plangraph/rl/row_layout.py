@@ -16,7 +16,7 @@ import gymnasium as gym
 import numpy as np
 
 from plangraph.rl.action_layout import action_layout
-from plangraph.rl.policy_config import as_policy_config
+from plangraph.rl.policy_config import as_policy_config, transition_n_step
 from plangraph.rl.sample_batch import SampleBatch
 from plangraph.rl.wrappers import make_env
 
@@ -46,6 +46,8 @@ def action_row(action_space: gym.Space[Any]) -> tuple[tuple[int, ...], np.dtype[
         return (), np.dtype(np.int64)
     if isinstance(action_space, gym.spaces.Box):
         return tuple(action_space.shape), np.dtype(np.float32)
+    if action_space.shape is None:
+        raise ValueError(f"action space {action_space} has no shape for an actions column")
     return tuple(action_space.shape), np.dtype(np.int64)
 
 
@@ -75,7 +77,7 @@ def sample_row_layout(
     }
     if "replay" in config.capabilities:  # dqn, sac
         layout[_SB.NEXT_OBS] = obs
-        if config.n_step > 1:
+        if transition_n_step(config) > 1:
             layout[_SB.N_STEPS] = ((), i64)
     else:  # actor-critic: a2c, ppo
         layout[_SB.ACTION_LOGP] = ((), f32)

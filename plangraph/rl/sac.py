@@ -41,6 +41,7 @@ import torch
 from torch import nn
 from torch.distributions import Independent, Normal, TanhTransform, TransformedDistribution
 
+from plangraph.ops.models import MLPModel
 from plangraph.ops.policies import SACConfig
 from plangraph.rl.models import flatten_obs, mlp, mlp_forward, soft_update
 from plangraph.rl.policy import Stats, TorchPolicy, to_tensor
@@ -98,7 +99,7 @@ def squashed_sample(
     return y, dist.log_prob(y)
 
 
-class SACPolicy(TorchPolicy):
+class SACPolicy(TorchPolicy[SACConfig]):
     """SAC policy (module docstring); ``config``: :class:`~plangraph.ops.policies.SACConfig`.
 
     ``get_weights()`` carries the actor, the critics and ``log_alpha`` (the model);
@@ -107,11 +108,14 @@ class SACPolicy(TorchPolicy):
     refuses ComputeGradients/ApplyGradients on it, PG170).
 
     Raises:
-        ValueError: an action space that is not a 1-D ``Box`` with finite bounds.
+        ValueError: an action space that is not a 1-D ``Box`` with finite bounds, or a
+            model config that is no MLP.
     """
 
+    config_type = SACConfig
     model: SACModel
-    config: SACConfig
+    #: a 1-D ``Box`` with finite bounds (``__init__`` refuses others)
+    action_space: gym.spaces.Box
     loss_columns = (
         _SB.OBS,
         _SB.ACTIONS,
@@ -139,11 +143,13 @@ class SACPolicy(TorchPolicy):
                 f'learner device "{device}": the SAC learner trains on the CPU only; use '
                 'learner.device "auto" or "cpu"'
             )
-        if isinstance(action_space, gym.spaces.Box) and not (
+        if not isinstance(action_space, gym.spaces.Box):  # as TorchPolicy says it
+            raise ValueError(f"SACPolicy acts in Box action spaces only, got {action_space}")
+        if not (
             len(action_space.shape) == 1
             and np.all(np.isfinite(action_space.low))
             and np.all(np.isfinite(action_space.high))
-        ):  # other spaces: TorchPolicy says which it acts in
+        ):
             raise ValueError(
                 f"SACPolicy needs a 1-D Box action space with finite bounds, got {action_space}"
             )
@@ -165,12 +171,24 @@ class SACPolicy(TorchPolicy):
         self._torch_gen = torch.Generator().manual_seed(int(seed))
 
     def _build_model(self) -> SACModel:
-        model = self.config.resolved_model(tuple(self.observation_space.shape))
+        """The actor, the twin critics and ``log_alpha`` (plus the target critics).
+
+        Raises:
+            ValueError: the model config is no MLP (e.g. the default CNN for image
+                observations, which the compiler refuses, PG184).
+        """
+        obs_shape = tuple(self.observation_space.shape)
+        spec = self.config.resolved_model(obs_shape)
+        if not isinstance(spec, MLPModel):
+            raise ValueError(
+                f"SACPolicy builds MLP models only, but its model for observations "
+                f'{list(obs_shape)} is a {spec.type} (give model={{"type": "mlp", ...}})'
+            )
         model = SACModel(
             self.obs_dim,
             int(self.action_space.shape[0]),
-            model.hiddens,
-            model.activation,
+            spec.hiddens,
+            spec.activation,
             self.config.initial_alpha,
         )
         self.target_critics = copy.deepcopy(model.critics())
@@ -215,8 +233,8 @@ class SACPolicy(TorchPolicy):
             y = self._action_rng.uniform(-1.0, 1.0, (n, *self.action_shape))
         else:
             with torch.inference_mode():
-                mean, log_std = self.model.pi(to_tensor(np.asarray(obs)))
-            mean, log_std = mean.numpy(), log_std.numpy()
+                mean_t, log_std_t = self.model.pi(to_tensor(np.asarray(obs)))
+            mean, log_std = mean_t.numpy(), log_std_t.numpy()
             u = mean
             if explore:
                 eps = self._action_rng.standard_normal(mean.shape, dtype=np.float32)

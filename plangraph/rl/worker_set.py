@@ -73,8 +73,10 @@ from plangraph.rl.sample_batch import SampleBatch
 from plangraph.rl.seeding import derive_seeds
 
 if TYPE_CHECKING:
+    from plangraph.ops.policies import PolicyConfigModel
     from plangraph.ops.resources import WorkerResources, WorkerSetParams
     from plangraph.rl.policy import TorchPolicy
+    from plangraph.rl.policy_map import PolicyMap
 
 PLACEMENT_TIMEOUT_S = 60.0
 """How long (s) a worker set waits for its placement group to be reserved before the
@@ -87,6 +89,22 @@ def _set_torch_threads(threads: int | None) -> None:
         import torch
 
         torch.set_num_threads(threads)
+
+
+def fragment_length(params: WorkerSetParams) -> int:
+    """``params.rollout_fragment_length`` as the number the compiler gave it.
+
+    Raises:
+        ValueError: it is still ``"auto"`` (params that did not go through the compiler,
+            whose pass rollout-sizing gives ``"auto"`` a number, 64 where it cannot size it).
+    """
+    frag = params.rollout_fragment_length
+    if frag == "auto":
+        raise ValueError(
+            'rollout_fragment_length "auto" is sized by the compiler (pass rollout-sizing); '
+            "build the worker set from a compiled plan's params, or give a number"
+        )
+    return frag
 
 
 class ResumeWarning(UserWarning):
@@ -123,13 +141,19 @@ class WorkerSet:
             created, so that they start while it runs; None asks the first remote worker.
 
     Attributes:
-        local_policy: the learner ``TorchPolicy``.
+        local_policy: the learner ``TorchPolicy`` (a ``MultiAgentWorkerSet``'s is a
+            ``PolicyMap`` of them by policy id).
+        policy_config: the policy's validated config (None in a ``MultiAgentWorkerSet``,
+            whose ``policy_configs`` hold one per policy id).
         remote_workers: list of ``RolloutWorker`` actor handles (index ``i`` has
             ``worker_index = i + 1``).
         local_worker: the in-process ``RolloutWorker`` when ``num_workers == 0``, else None.
         num_worker_restarts: dead workers replaced by ``replace_dead_worker`` (count).
         num_weight_broadcasts: ``sync_weights`` calls that sent weights to remote workers.
     """
+
+    local_policy: TorchPolicy[PolicyConfigModel] | PolicyMap
+    policy_config: PolicyConfigModel | None
 
     def __init__(
         self,
@@ -189,28 +213,31 @@ class WorkerSet:
                 self.seed,
                 worker_index=0,
             )
-            self.local_policy: TorchPolicy = self.local_worker.policy
+            self.local_policy = self.local_worker.policy
             return
 
         ship_by_value(self.env)
         if placement_strategy is not None:
             self.placement_group = self._reserve_placement_group(placement_strategy)
         self.remote_workers = [self._make_remote(i + 1) for i in range(self.num_workers)]
+        known: tuple[Any, Any] | None
         if callable(spaces):
             try:
-                spaces = spaces()
+                known = spaces()
             except BaseException:
                 self.stop()  # the actors just created must not outlive a failed build
                 raise
-        if spaces is None:
+        else:
+            known = spaces
+        if known is None:
             try:
-                (spaces,) = self._get_from_workers(
+                (known,) = self._get_from_workers(
                     [self.remote_workers[0].get_spaces.remote()], "get_spaces()"
                 )
             except BaseException:
                 self.stop()
                 raise
-        obs_space, act_space = spaces
+        obs_space, act_space = known
         # Torch only now, after the actors were created: they start while it loads.
         from plangraph.rl.policies import make_policy
 
@@ -236,7 +263,11 @@ class WorkerSet:
     ) -> WorkerSet:
         """Build from a plan's validated ``WorkerSetParams`` resource; ``env`` (an id or a
         creator, already inside the declared wrappers) replaces ``params.env`` and its
-        ``wrappers`` when given."""
+        ``wrappers`` when given.
+
+        Raises:
+            ValueError: ``rollout_fragment_length`` is still ``"auto"`` (``fragment_length``).
+        """
         kwargs.setdefault(
             "restart_policy",
             RestartPolicy(
@@ -259,7 +290,7 @@ class WorkerSet:
             env,
             params.num_workers,
             params.num_envs_per_worker,
-            params.rollout_fragment_length,
+            fragment_length(params),
             params.policy,
             seed,
             **kwargs,
@@ -345,7 +376,9 @@ class WorkerSet:
             num_workers=self.num_workers,
         )
         if self._batch_transforms:  # a replacement runs the same worker-side maps
-            worker.set_batch_transforms.remote(self._batch_transforms)
+            # ray types an actor handle as ActorHandle | type[RolloutWorker], so its methods
+            # look like plain functions without .remote
+            worker.set_batch_transforms.remote(self._batch_transforms)  # type: ignore[union-attr]
         return worker
 
     # --- worker-side maps -------------------------------------------------------------

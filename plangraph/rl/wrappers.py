@@ -93,6 +93,10 @@ class _StackOnChannels(gym.ObservationWrapper):
     def __init__(self, env: gym.Env) -> None:
         super().__init__(env)
         shape = env.observation_space.shape
+        if shape is None:
+            raise ValueError(
+                f"frame stacking needs a shaped observation space, got {env.observation_space}"
+            )
         k, h, w = shape[:3]
         c = shape[3] if len(shape) == 4 else 1
         self.observation_space = gym.spaces.Box(0, 255, (h, w, k * c), np.uint8)

@@ -27,12 +27,14 @@ import operator
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
+from pydantic import BaseModel
 
 from plangraph.errors import BuildError, WaitTimeoutError
 from plangraph.ops.env_extras import EnvDependencyError, missing_dependency, register_env_namespace
+from plangraph.ops.resources import ReplayActorsParams, ReplayBufferParams, WorkerSetParams
 from plangraph.ops.wrappers import wrapped_env
 from plangraph.runtime.run_state import RunState
 
@@ -57,7 +59,24 @@ def _resized(res: Any, updates: dict[str, Any]) -> dict[str, Any]:
     return {**updates, "rollout_fragment_length": frag}
 
 
-def _with_overrides(rid: str, params: Any, updates: dict[str, Any]) -> Any:
+_ParamsT = TypeVar("_ParamsT", bound=BaseModel)
+
+
+def _params_as(rid: str, params: BaseModel | None, model: type[_ParamsT]) -> _ParamsT:
+    """Resource ``rid``'s validated ``params`` as ``model``, the params model of its kind.
+
+    Raises:
+        BuildError: they are not (invalid params, None: a plan the compiler refused).
+    """
+    if not isinstance(params, model):
+        raise BuildError(
+            f"resource {rid!r}: expected validated {model.__name__} params, got "
+            f"{type(params).__name__}; build a plan that compiles without errors"
+        )
+    return params
+
+
+def _with_overrides(rid: str, params: _ParamsT, updates: dict[str, Any]) -> _ParamsT:
     """``params`` with ``build()``'s overrides, validated like the plan's own values."""
     import pydantic
 
@@ -125,7 +144,7 @@ def _resolve_multi_agent_env(rid: str, env: Any) -> Any:
         raise BuildError(f"resource {rid!r}: {exc.args[0]}") from exc
 
 
-def _check_creatable(rid: str, params: Any) -> None:
+def _check_creatable(rid: str, params: WorkerSetParams) -> None:
     """Refuse a registered env that cannot be created here (a missing optional extra:
     ``HalfCheetah-v5`` without ``mujoco``), naming what to install, before any actor
     starts. The compiler's space reading caches the envs it created, so only an env it
@@ -144,12 +163,14 @@ def _check_creatable(rid: str, params: Any) -> None:
     env.close()
 
 
-def _check_spaces(rid: str, params: Any) -> None:
+def _check_spaces(rid: str, params: WorkerSetParams) -> None:
     """Refuse an env (given with ``--env``) whose spaces the policy cannot act in, with
-    the compiler's PG183/PG184 message."""
+    the compiler's PG183/PG184 message (single-agent worker sets: one policy)."""
     from plangraph.compiler.env_spaces import env_spaces
     from plangraph.compiler.semantic_checks import space_problems
 
+    if params.policy is None:
+        return
     spaces = env_spaces(params.env, params.wrappers)
     if spaces is None:
         return
@@ -281,38 +302,41 @@ class BuildContext:
         if num_workers is not None:
             updates["num_workers"] = num_workers
         # Every override is checked before Ray starts or any actor is created.
-        params = {
-            rid: _with_overrides(rid, res.params, _resized(res, updates))
+        worker_set_params = {
+            rid: _with_overrides(
+                rid, _params_as(rid, res.params, WorkerSetParams), _resized(res, updates)
+            )
+            for rid, res in compiled.resources.items()
             if res.kind == "WorkerSet"
-            else res.params
+        }
+        params: dict[str, BaseModel | None] = {
+            rid: worker_set_params[rid] if res.kind == "WorkerSet" else res.params
             for rid, res in compiled.resources.items()
         }
         # Each worker set's env, resolved here so that it travels to the workers (a
         # callable passed to build() replaces the plan's env id).
         # Multi-agent worker sets resolve their registered env name themselves
         # (plangraph.rl.multi_agent_env); they have no gymnasium spaces to warm up.
-        multi = {
-            rid
-            for rid, p in params.items()
-            if compiled.resources[rid].kind == "WorkerSet" and getattr(p, "multi_agent", False)
-        }
+        multi = {rid for rid, p in worker_set_params.items() if p.multi_agent}
         from plangraph.rl.wrappers import with_wrappers
 
         envs = {
             rid: with_wrappers(resolve_worker_env(rid, env if callable(env) else p.env), p.wrappers)
-            for rid, p in params.items()
-            if compiled.resources[rid].kind == "WorkerSet" and rid not in multi
+            for rid, p in worker_set_params.items()
+            if rid not in multi
         }
         for rid in sorted(multi):
-            envs[rid] = _resolve_multi_agent_env(rid, env if env is not None else params[rid].env)
+            envs[rid] = _resolve_multi_agent_env(
+                rid, env if env is not None else worker_set_params[rid].env
+            )
         if not callable(env):  # a registered env that cannot be made here: say what to install
             for rid in sorted(set(envs) - multi):
-                if isinstance(params[rid].env, str):
-                    _check_creatable(rid, params[rid])
+                if isinstance(worker_set_params[rid].env, str):
+                    _check_creatable(rid, worker_set_params[rid])
         if isinstance(env, str):  # the plan's own env was checked by the compiler
             for rid in envs:
                 if rid not in multi:
-                    _check_spaces(rid, params[rid])
+                    _check_spaces(rid, worker_set_params[rid])
         # A buffer that can never fill is refused now, not after the workers started.
         check_replay_memory(compiled, params, envs=envs)
         # Bound the worker count by the CPUs Ray will have: before Ray starts when it is
@@ -338,12 +362,14 @@ class BuildContext:
         seeds = np.random.SeedSequence(seed).spawn(max(1, len(compiled.resources)))
         for (rid, res), ss in zip(sorted(compiled.resources.items()), seeds, strict=False):
             res_seed = int(ss.generate_state(1)[0])
-            p = params[rid]
             if res.kind == "WorkerSet" and rid in multi:
                 from plangraph.rl.multi_agent_worker_set import MultiAgentWorkerSet
 
-                worker_sets[rid] = MultiAgentWorkerSet.from_params(p, seed=res_seed, env=envs[rid])
+                worker_sets[rid] = MultiAgentWorkerSet.from_params(
+                    worker_set_params[rid], seed=res_seed, env=envs[rid]
+                )
             elif res.kind == "WorkerSet":
+                p = worker_set_params[rid]
                 # The actors are created first; this process reads the spaces and builds
                 # the learner while they start (a cluster's workers may have an env that
                 # this process cannot make: there the first worker is asked).
@@ -356,12 +382,17 @@ class BuildContext:
                     else functools.partial(_driver_spaces, rid, p.env, envs[rid]),
                 )
             elif res.kind == "ReplayBuffer":
-                buffers[rid] = make_replay_buffer(p, seed=res_seed)
+                buffers[rid] = make_replay_buffer(
+                    _params_as(rid, params[rid], ReplayBufferParams), seed=res_seed
+                )
             elif res.kind == "ReplayActors":
                 from plangraph.rl.replay_actors import ReplayActorSet
 
                 shard_sets[rid] = ReplayActorSet(
-                    p, seed=res_seed, name=rid, shard_memory=shard_memory.get(rid)
+                    _params_as(rid, params[rid], ReplayActorsParams),
+                    seed=res_seed,
+                    name=rid,
+                    shard_memory=shard_memory.get(rid),
                 )
             elif res.kind == "LearnerThread":
                 pass  # built below, once the worker set it trains exists
