@@ -30,7 +30,12 @@ BUDGETS = {  # env steps sampled
     "apex": 300_000,
 }
 
-pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("ray_session")]
+# A learning run to its budget takes minutes on 2 cores (Ape-X and IMPALA the longest).
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.usefixtures("ray_session"),
+    pytest.mark.timeout(3600),
+]
 
 
 @pytest.mark.parametrize("plan", sorted(BUDGETS))
