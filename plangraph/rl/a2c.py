@@ -28,7 +28,7 @@ from plangraph.rl.action_layout import action_layout
 from plangraph.rl.advantage_norm import AdvantageNormTerms
 from plangraph.rl.distributions import action_distribution, action_sampler
 from plangraph.rl.models import ActorCritic, EncoderActorCritic, build_encoder
-from plangraph.rl.policy import Stats, TorchPolicy
+from plangraph.rl.policy import Stats, TorchPolicy, inference
 from plangraph.rl.sample_batch import SampleBatch
 
 _SB = SampleBatch
@@ -105,14 +105,14 @@ class ActorCriticPolicy(TorchPolicy[ActorCriticConfigT]):
             "action_dist_inputs": float32 [B, num_dist_inputs]})``; Box actions are the
             unclipped Gaussian samples.
         """
-        with torch.inference_mode():
+        with inference():
             inputs = self.model.pi(self.obs_tensor(obs))
             actions, logp = self._sample(inputs, self._action_rng if explore else None)
             return actions, {_SB.ACTION_LOGP: logp, _SB.ACTION_DIST_INPUTS: inputs.cpu().numpy()}
 
     def compute_values(self, obs: np.ndarray) -> np.ndarray:
         """``V(obs)``: float32 ``[B]`` for observations ``[B, *obs_shape]``."""
-        with torch.inference_mode():
+        with inference():
             return self.model.vf(self.obs_tensor(obs)).cpu().numpy()
 
     @staticmethod

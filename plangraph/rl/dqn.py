@@ -37,7 +37,7 @@ import torch.nn.functional as F
 from plangraph.ops.models import MLPModel
 from plangraph.ops.policies import DQNConfig, per_worker_epsilon
 from plangraph.rl.models import EncoderQNetwork, QNetwork, build_encoder, soft_update
-from plangraph.rl.policy import Stats, TorchPolicy
+from plangraph.rl.policy import Stats, TorchPolicy, inference
 from plangraph.rl.sample_batch import SampleBatch
 
 _SB = SampleBatch
@@ -96,7 +96,7 @@ class DQNPolicy(TorchPolicy[DQNConfig]):
         Returns:
             ``(actions int64 [B], {})``.
         """
-        with torch.inference_mode():
+        with inference():
             q = self.model(self.obs_tensor(obs)).cpu().numpy()
         actions = q.argmax(axis=1).astype(np.int64)
         if explore:
@@ -136,7 +136,7 @@ class DQNPolicy(TorchPolicy[DQNConfig]):
 
     def compute_q_values(self, obs: np.ndarray) -> np.ndarray:
         """Online ``Q(obs, .)``: float32 ``[B, num_actions]``."""
-        with torch.inference_mode():
+        with inference():
             return self.model(self.obs_tensor(obs)).cpu().numpy()
 
     def update_target(self, tau: float = 1.0) -> None:

@@ -236,6 +236,13 @@ class MultiAgentRolloutWorker:
         vf_preds, bootstrap_values, advantages, value_targets`` (a2c/ppo) or, with
         ``n_step > 1``, ``n_steps`` (dqn/sac). Rows: one agent's piece after another.
         """
+        import torch
+
+        # One inference-mode section for the whole fragment (``RolloutWorker.sample``).
+        with torch.inference_mode():
+            return self._sample_fragment()
+
+    def _sample_fragment(self) -> MultiAgentBatch:
         pieces: dict[tuple[int, str], _Piece] = {}
         done_pieces: list[tuple[str, _Piece]] = []
         agent_eps: dict[str, tuple[list[float], list[int]]] = {

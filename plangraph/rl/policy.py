@@ -22,6 +22,7 @@ batch, counted once per call, not once per minibatch pass) and ``num_grad_steps`
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import warnings
 from collections.abc import Iterator, Mapping
@@ -63,6 +64,16 @@ def to_tensor(arr: np.ndarray) -> torch.Tensor:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         return torch.from_numpy(arr)
+
+
+def inference() -> contextlib.AbstractContextManager[Any]:
+    """``torch.inference_mode()`` for acting, or nothing where it is on already: a rollout
+    worker runs a whole fragment in it, and entering it around each small forward pass
+    costs more than the pass's arithmetic (measured about 10 us a vector step between
+    CartPole env steps)."""
+    if torch.is_inference_mode_enabled():
+        return contextlib.nullcontext()
+    return torch.inference_mode()
 
 
 def resolve_device(device: str = "cpu") -> torch.device:

@@ -251,6 +251,15 @@ class RolloutWorker:
         segment_ends, policy_version`` (impala/appo) or ``next_obs`` (dqn). Row ``k*T + t``
         is step ``t`` of sub-env ``k``.
         """
+        import torch
+
+        # One inference-mode section for the whole fragment: entered around each forward
+        # pass instead, it costs more than the pass (``plangraph.rl.policy.inference``).
+        with torch.inference_mode():
+            batch = self._sample_fragment()
+        return self._apply_transforms(batch) if self._transforms else batch
+
+    def _sample_fragment(self) -> SampleBatch:
         n, horizon = self.num_envs, self.rollout_fragment_length
         policy, env = self.policy, self.env
         actor_critic = self.config.algo in _ACTOR_CRITIC
@@ -324,12 +333,11 @@ class RolloutWorker:
                 columns.update(self._n_step_transitions(columns))
         rows = n * horizon
         self.num_env_steps_sampled += rows
-        batch = SampleBatch(
+        return SampleBatch(
             {k: v.reshape(rows, *v.shape[2:]) for k, v in columns.items()},
             episode_returns=ep_returns,
             episode_lengths=ep_lengths,
         )
-        return self._apply_transforms(batch) if self._transforms else batch
 
     # --- worker-side maps -------------------------------------------------------------
     def set_batch_transforms(self, transforms: Sequence[BatchTransform]) -> None:

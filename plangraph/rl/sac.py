@@ -44,7 +44,7 @@ from torch.distributions import Independent, Normal, TanhTransform, TransformedD
 from plangraph.ops.models import MLPModel
 from plangraph.ops.policies import SACConfig
 from plangraph.rl.models import flatten_obs, mlp, mlp_forward, soft_update
-from plangraph.rl.policy import Stats, TorchPolicy, to_tensor
+from plangraph.rl.policy import Stats, TorchPolicy, inference, to_tensor
 from plangraph.rl.sample_batch import SampleBatch
 
 _SB = SampleBatch
@@ -232,7 +232,7 @@ class SACPolicy(TorchPolicy[SACConfig]):
         if explore and self.global_timestep < self.config.random_timesteps:
             y = self._action_rng.uniform(-1.0, 1.0, (n, *self.action_shape))
         else:
-            with torch.inference_mode():
+            with inference():
                 mean_t, log_std_t = self.model.pi(to_tensor(np.asarray(obs)))
             mean, log_std = mean_t.numpy(), log_std_t.numpy()
             u = mean
