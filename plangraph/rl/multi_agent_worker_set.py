@@ -167,6 +167,8 @@ class MultiAgentWorkerSet(WorkerSet):
         if placement_strategy is not None:
             self.placement_group = self._reserve_placement_group(placement_strategy)
         self.remote_workers = [self._make_remote(i + 1) for i in range(self.num_workers)]
+        for policy in self.local_policy.values():  # the learners', while the workers start
+            policy.build_optimizers()
         self.sync_weights()
 
     @classmethod

@@ -247,6 +247,7 @@ class WorkerSet:
             self.local_policy = make_policy(
                 obs_space, act_space, self.policy_config, policy_seed, learner_device
             )
+            self.local_policy.build_optimizers()  # while the workers start, too
         except BaseException:
             self.stop()
             raise
