@@ -1,8 +1,9 @@
 """Torch policy base: gradients, optimizer steps, SGD epochs, weights, schedules, state.
 
 A policy owns one torch model and one Adam optimizer (``torch.optim.Adam``, fused; built
-when the policy first trains). The update paths share one code path, so they agree bit
-for bit:
+by ``build_optimizers``, which a worker set calls for its learner while the rollout
+workers start, or when the policy first trains; a rollout worker's copy never builds
+one). The update paths share one code path, so they agree bit for bit:
 
 * ``compute_gradients(batch)`` -> raw gradients of the loss on the whole batch;
 * ``apply_gradients(grads)`` -> clip the global L2 norm to ``grad_clip``, one Adam step;
