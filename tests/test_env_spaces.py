@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from plangraph.compiler.env_spaces import env_spaces
+from tests.fresh_python import run_python
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -25,17 +26,7 @@ _PROBE = (
 def _probe(cache: Path, *args: str) -> str:
     """``plangraph validate plans/ppo.json ARGS`` in a new process: its exit status and
     whether it imported gymnasium, torch and ray."""
-    env = {**os.environ, "PLANGRAPH_CACHE_DIR": str(cache), "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run(
-        [sys.executable, "-c", _PROBE, *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == 0, proc.stderr
-    return proc.stdout.strip()
+    return run_python(_PROBE, *args, env={"PLANGRAPH_CACHE_DIR": str(cache)}).strip()
 
 
 def test_spaces_of_registered_envs() -> None:
@@ -85,18 +76,10 @@ _AS_GYMNASIUM = (
 
 def test_each_gymnasium_keeps_its_own_cache(tmp_path: Path) -> None:
     """Two virtual environments used in turn: neither overwrites the other's cache."""
-    env = {**os.environ, "PLANGRAPH_CACHE_DIR": str(tmp_path), "PYTHONPATH": str(ROOT)}
 
     def run(key: str, mode: str) -> str:
-        proc = subprocess.run(
-            [sys.executable, "-c", _AS_GYMNASIUM, key, mode],
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-        )
-        assert proc.returncode == 0, proc.stderr
-        return proc.stdout.strip()
+        stdout = run_python(_AS_GYMNASIUM, key, mode, env={"PLANGRAPH_CACHE_DIR": str(tmp_path)})
+        return stdout.strip()
 
     for key in ("/venv-a/gymnasium/__init__.py:1:1", "/venv-b/gymnasium/__init__.py:2:2"):
         assert run(key, "create") == "Discrete(2)"
@@ -193,6 +176,7 @@ def _explain(cache: Path, module: Path, *sets: str) -> str:
         env=env,
         capture_output=True,
         text=True,
+        timeout=120,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (line,) = [x for x in proc.stdout.splitlines() if "env spaces:" in x]

@@ -8,15 +8,14 @@ Tests that start or stop Ray run a fresh interpreter: the session's shared Ray i
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
 import pytest
 from gymnasium.envs.classic_control.cartpole import CartPoleEnv
+
+from tests.fresh_python import run_python
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -112,19 +111,10 @@ print(json.dumps({"rc": rc, "children": sorted(seen),
 def test_a_refused_run_starts_no_ray_process(args: list[str], tmp_path: Path) -> None:
     """Bad input is refused before Ray starts: no process (Ray's GCS, raylet, workers) is
     ever started below the command's while it runs."""
-    cmd = [sys.executable, "-c", REFUSED, "run", "plans/ppo.json", "--max-iterations", "1"]
-    cmd += ["--out", str(tmp_path / "run"), "--no-progress", *args]
-    proc = subprocess.run(
-        cmd,
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    out = json.loads(proc.stdout.splitlines()[-1])
-    assert out["rc"] in (1, 2), proc.stderr
-    assert out["children"] == [], proc.stderr
+    cmd = ["run", "plans/ppo.json", "--max-iterations", "1", "--out", str(tmp_path / "run")]
+    stdout = run_python(REFUSED, *cmd, "--no-progress", *args)
+    out = json.loads(stdout.splitlines()[-1])
+    assert out["rc"] in (1, 2), stdout
+    assert out["children"] == [], stdout
     assert out["ray_initialized"] is False
     assert not (tmp_path / "run").exists()
