@@ -19,6 +19,10 @@ below load on first use.
   plangraph.render(compiled, "plan.svg")))`` shows it.
 * ``plangraph.load_policy(checkpoint)``: the trained policy of a checkpoint (or a run
   directory's newest), usable without Ray: ``.compute_actions(obs)``, ``.evaluate()``.
+* Extending: ``plangraph.register_algorithm(name, config=..., policy=...)`` and
+  ``plangraph.register_model(name, config=..., build=...)`` (``plangraph.ops``), with the
+  bases ``AlgorithmConfig``, ``ActorCriticConfig`` and ``ModelSettings``; a learner
+  subclasses ``plangraph.rl.TorchPolicy`` (``docs/extending.md``).
 * Errors: ``PlangraphError`` and one subclass per phase (``PlanError`` with
   ``PlanValidationError`` and ``PlanBuildError``, ``BuildError``, ``RegistrationError``
   with ``UnknownOperatorError``, ``RenderError``, ``OperatorError``,
@@ -34,9 +38,12 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 __all__ = [
+    "ActorCriticConfig",
+    "AlgorithmConfig",
     "BuildError",
     "CheckpointError",
     "CompiledPlan",
+    "ModelSettings",
     "OperatorError",
     "Plan",
     "PlanBuildError",
@@ -54,11 +61,18 @@ __all__ = [
     "compile",
     "load_plan",
     "load_policy",
+    "register_algorithm",
+    "register_model",
     "render",
     "to_dot",
 ]
 
 _LAZY = {
+    "ActorCriticConfig": "plangraph.ops",
+    "AlgorithmConfig": "plangraph.ops",
+    "ModelSettings": "plangraph.ops",
+    "register_algorithm": "plangraph.ops",
+    "register_model": "plangraph.ops",
     "Plan": "plangraph.ir",
     "PlanConfig": "plangraph.ir",
     "CompiledPlan": "plangraph.compiler",
@@ -105,6 +119,13 @@ if TYPE_CHECKING:
     )
     from plangraph.flow.errors import OperatorError
     from plangraph.ir import Plan, PlanConfig
+    from plangraph.ops import (
+        ActorCriticConfig,
+        AlgorithmConfig,
+        ModelSettings,
+        register_algorithm,
+        register_model,
+    )
     from plangraph.ops.builder import PlanBuildError
     from plangraph.runtime import build
     from plangraph.runtime.trained_policy import load_policy

@@ -88,14 +88,28 @@ def layers() -> dict[str, tuple[str, int]]:
     return out
 
 
+def _matches(entry: str, module: str) -> bool:
+    """A table entry covers ``module``: an entry with ``*`` (one dotted name each) names
+    whole modules; any other names a module and, unless it is the root package, the
+    modules under it."""
+    if "*" in entry:
+        parts, names = entry.split("."), module.split(".")
+        return len(parts) == len(names) and all(
+            p in ("*", n) for p, n in zip(parts, names, strict=True)
+        )
+    return module == entry or (entry != "plangraph" and module.startswith(entry + "."))
+
+
+def _specificity(entry: str) -> tuple[int, int]:
+    """Most literal names first, then the longest: ``plangraph.algorithms.*.config`` beats
+    ``plangraph.algorithms.*.*``, and ``plangraph.ops`` beats ``plangraph``."""
+    parts = entry.split(".")
+    return sum(p != "*" for p in parts), len(parts)
+
+
 def layer_of(module: str, table: dict[str, tuple[str, int]]) -> tuple[str, int]:
-    """The layer and rank of ``module``: those of its longest prefix in the table."""
-    # The root package is its own layer entry; it is nobody's prefix.
-    best = max(
-        (p for p in table if module == p or (p != "plangraph" and module.startswith(p + "."))),
-        key=len,
-        default=None,
-    )
+    """The layer and rank of ``module``: those of its most specific entry in the table."""
+    best = max((p for p in table if _matches(p, module)), key=_specificity, default=None)
     if best is None:
         raise AssertionError(f"{module} is in no layer of docs/ARCHITECTURE.md")
     return table[best]

@@ -201,7 +201,7 @@ def test_worker_set_places_workers_through_a_placement_group(ray_session: None) 
     import ray
     from ray.util import placement_group_table
 
-    from plangraph.ops.policies import PPOConfig
+    from plangraph.algorithms.ppo import PPOConfig
     from plangraph.ops.resources import WorkerResources
     from plangraph.rl import WorkerSet
 
@@ -252,7 +252,7 @@ class _NeedsDriverOnlyPackage(gym.Env[np.ndarray, np.int64]):
 def test_a_node_without_a_dependency_is_a_clear_error(
     ray_session: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from plangraph.ops.policies import PPOConfig
+    from plangraph.algorithms.ppo import PPOConfig
     from plangraph.rl import WorkerSet
     from plangraph.rl.restarts import WorkerRestartError
 

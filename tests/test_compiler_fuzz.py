@@ -22,9 +22,9 @@ import pytest
 from pydantic import ValidationError
 
 import plangraph
+from plangraph.algorithms.ppo import PPOConfig
 from plangraph.ir.limits import MAX_DEPTH
 from plangraph.ops.builtin.sink import StandardMetricsReportingParams
-from plangraph.ops.policies import PPOConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 FUZZ_COUNT = 3000

@@ -17,7 +17,7 @@ import torch
 
 import plangraph
 from plangraph import cli
-from plangraph.ops.policies import IMPALAConfig
+from plangraph.algorithms.impala import IMPALAConfig
 from plangraph.ops.wrappers import WrapperSpec
 from plangraph.rl.rollout_worker import RolloutWorker
 from plangraph.rl.sample_batch import SampleBatch
@@ -95,7 +95,7 @@ def test_halfcheetah_box_actions_are_accepted_for_ppo_and_refused_for_dqn() -> N
         "the dqn policy acts in Discrete action spaces only, but env 'HalfCheetah-v5' has "
         "action space Box(-1.0, 1.0, (6,), float32)" in problem.message
     )
-    assert "a2c, ppo, impala, appo, sac" in problem.hint
+    assert "a2c, appo, impala, ppo, sac" in problem.hint
 
 
 @needs_mujoco

@@ -3,6 +3,7 @@ postprocessing (GAE and n-step never cross agents)."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from typing import Any
 
@@ -190,10 +191,14 @@ def test_shared_policy_gae_never_mixes_agents() -> None:
             batch[SampleBatch.ADVANTAGES], _piece_gae(batch, 0.9, 0.8), rtol=1e-5, atol=1e-5
         )
         boot = batch[SampleBatch.BOOTSTRAP_VALUES]
-        v_next = policy.compute_values(batch[SampleBatch.NEXT_OBS])
         terminated = batch[SampleBatch.TERMINATEDS]
         np.testing.assert_allclose(boot[terminated], 0.0)
-        np.testing.assert_allclose(boot[~terminated], v_next[~terminated], rtol=1e-5, atol=1e-6)
+        # Within a piece, a step bootstraps from V of the piece's next observation.
+        agent, eps = batch["agent_index"].tolist(), batch[SampleBatch.EPS_ID].tolist()
+        keys = list(zip(agent, eps, strict=True))
+        inside = np.array([a == b for a, b in itertools.pairwise(keys)])
+        v_next = policy.compute_values(batch[SampleBatch.OBS][1:])
+        np.testing.assert_allclose(boot[:-1][inside], v_next[inside], rtol=1e-5, atol=1e-6)
     # Each agent's rewards only: early's rows carry 1, late's 100.
     idx = batch["agent_index"]
     assert set(batch[SampleBatch.REWARDS][idx == 0].tolist()) == {1.0}
@@ -201,7 +206,8 @@ def test_shared_policy_gae_never_mixes_agents() -> None:
 
 
 def test_truncation_bootstraps_from_the_final_obs_and_the_cut_from_the_current_obs() -> None:
-    w = _worker({"shared": PPO}, {"*": "shared"}, horizon=4)
+    # A replay algorithm keeps next_obs (the observation each row bootstraps from).
+    w = _worker({"shared": {"algo": "dqn"}}, {"*": "shared"}, horizon=4)
     b1 = w.sample().policy_batches["shared"]
     late = b1[b1["agent_index"] == 1]
     # Cut after late's 4th step: next_obs of the last row is the obs after it ([4, 1]).

@@ -236,7 +236,7 @@ def test_standardize_fields_on_the_local_worker_keeps_the_results() -> None:
 
 
 def test_rollout_worker_applies_its_batch_transforms_after_postprocessing() -> None:
-    from plangraph.ops.policies import PPOConfig
+    from plangraph.algorithms.ppo import PPOConfig
     from plangraph.rl import RolloutWorker
     from plangraph.rl.standardize import standardize_fields
 

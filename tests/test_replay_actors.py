@@ -16,8 +16,9 @@ import numpy as np
 import pytest
 
 import plangraph
+from plangraph.algorithms.dqn import DQNConfig
+from plangraph.algorithms.dqn.config import per_worker_epsilon
 from plangraph.flow.local import LocalIterator
-from plangraph.ops.policies import DQNConfig, per_worker_epsilon
 from plangraph.ops.resources import ReplayActorsParams, shard_split
 from plangraph.rl.replay_actors import GENERATION_STRIDE, ReplayActorSet, ReplayShardError
 from plangraph.rl.sample_batch import SampleBatch

@@ -198,7 +198,7 @@ def test_a_policy_for_each_action_space_its_config_names() -> None:
     """The compiler's action_spaces data (plangraph.ops.policies) is what the classes build."""
     import typing
 
-    from plangraph.ops.policies import PolicyConfigModel
+    from plangraph.ops.policies import AlgorithmConfig
 
     obs = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
     spaces = {
@@ -206,7 +206,7 @@ def test_a_policy_for_each_action_space_its_config_names() -> None:
         "MultiDiscrete": gym.spaces.MultiDiscrete([2, 3]),
         "Box": gym.spaces.Box(-1.0, 1.0, (2,), np.float32),
     }
-    for model in typing.get_args(PolicyConfigModel):
+    for model in typing.get_args(AlgorithmConfig):
         algo = model.model_fields["algo"].default
         for kind, space in spaces.items():
             if kind in model.action_spaces:

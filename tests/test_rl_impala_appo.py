@@ -9,9 +9,11 @@ import numpy as np
 import pytest
 import torch
 
-from plangraph.ops.policies import A2CConfig, APPOConfig, IMPALAConfig
-from plangraph.rl.appo import APPOPolicy
-from plangraph.rl.impala import IMPALAPolicy
+from plangraph.algorithms.a2c import A2CConfig
+from plangraph.algorithms.appo import APPOConfig
+from plangraph.algorithms.appo.policy import APPOPolicy
+from plangraph.algorithms.impala import IMPALAConfig
+from plangraph.algorithms.impala.policy import IMPALAPolicy
 from plangraph.rl.policies import make_policy
 from plangraph.rl.rollout_worker import RolloutWorker
 from plangraph.rl.sample_batch import SampleBatch

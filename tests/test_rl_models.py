@@ -12,9 +12,10 @@ import ray
 import torch
 
 import plangraph
+from plangraph.algorithms.dqn import DQNConfig
+from plangraph.algorithms.ppo import PPOConfig
 from plangraph.compiler.env_spaces import EnvSpaces, SpaceInfo
 from plangraph.compiler.semantic_checks import space_problems
-from plangraph.ops.policies import DQNConfig, PPOConfig
 from plangraph.rl.models import (
     ActorCritic,
     CNNEncoder,

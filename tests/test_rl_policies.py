@@ -9,7 +9,9 @@ import numpy as np
 import pytest
 import torch
 
-from plangraph.ops.policies import A2CConfig, DQNConfig, PPOConfig
+from plangraph.algorithms.a2c import A2CConfig
+from plangraph.algorithms.dqn import DQNConfig
+from plangraph.algorithms.ppo import PPOConfig
 from plangraph.rl.policies import make_policy
 from plangraph.rl.rollout_worker import RolloutWorker
 from plangraph.rl.sample_batch import SampleBatch
@@ -285,15 +287,13 @@ def test_fast_mlp_forward_equals_module_forward() -> None:
 
 
 def test_config_capabilities_mirror_the_policy_classes() -> None:
-    """The compiler's capability data (plangraph.ops.policies) says what the torch classes do."""
-    import typing
+    """The compiler's capability data (each registered config's class variables) says what
+    the registered torch classes do."""
+    from plangraph.ops.algorithms import algorithms
+    from plangraph.ops.policies import CAPABILITIES
 
-    from plangraph.ops.policies import CAPABILITIES, PolicyConfigModel
-    from plangraph.rl.policies import POLICY_CLASSES
-
-    for model in typing.get_args(PolicyConfigModel):
-        algo = model.model_fields["algo"].default
-        cls = POLICY_CLASSES[algo]
+    for algo, spec in algorithms().items():
+        model, cls = spec.config, spec.policy_class()
         assert model.capabilities <= set(CAPABILITIES)
         assert ("target_network" in model.capabilities) == hasattr(cls, "update_target"), algo
         assert ("gradients" in model.capabilities) == (
@@ -303,16 +303,13 @@ def test_config_capabilities_mirror_the_policy_classes() -> None:
 
 
 def test_each_policy_class_takes_its_own_config_model_only() -> None:
-    """POLICY_CLASSES[algo].config_type is that algo's config model; any other config (or
-    an unvalidated dict) is refused by name before a network is built."""
-    import typing
+    """A registered algorithm's policy class trains on its registered config model; any
+    other config (or an unvalidated dict) is refused by name before a network is built."""
+    from plangraph.algorithms.a2c.policy import A2CPolicy
+    from plangraph.ops.algorithms import algorithms
 
-    from plangraph.ops.policies import PolicyConfigModel
-    from plangraph.rl.a2c import A2CPolicy
-    from plangraph.rl.policies import POLICY_CLASSES
-
-    for model in typing.get_args(PolicyConfigModel):
-        assert POLICY_CLASSES[model.model_fields["algo"].default].config_type is model
+    for spec in algorithms().values():
+        assert spec.policy_class().config_type is spec.config
     with pytest.raises(
         TypeError,
         match=r"A2CPolicy takes a config of type A2CConfig, got "

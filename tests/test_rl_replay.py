@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from plangraph.ops.policies import A2CConfig, DQNConfig
+from plangraph.algorithms.a2c import A2CConfig
+from plangraph.algorithms.dqn import DQNConfig
 from plangraph.ops.resources import ReplayBufferParams
 from plangraph.rl.replay_buffer import PrioritizedReplayBuffer, ReplayBuffer, make_replay_buffer
 from plangraph.rl.rollout_worker import RolloutWorker

@@ -12,7 +12,9 @@ import numpy as np
 import pytest
 import torch
 
-from plangraph.ops.policies import A2CConfig, DQNConfig, PPOConfig
+from plangraph.algorithms.a2c import A2CConfig
+from plangraph.algorithms.dqn import DQNConfig
+from plangraph.algorithms.ppo import PPOConfig
 from plangraph.rl.rollout_worker import RolloutWorker
 from plangraph.rl.seeding import derive_seeds
 

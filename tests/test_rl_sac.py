@@ -9,12 +9,12 @@ import numpy as np
 import torch
 
 import plangraph
+from plangraph.algorithms.sac import SACConfig
+from plangraph.algorithms.sac.policy import SACPolicy, squashed_sample
 from plangraph.compiler.env_spaces import EnvSpaces, SpaceInfo
 from plangraph.compiler.semantic_checks import space_problems
-from plangraph.ops.policies import SACConfig
 from plangraph.rl.replay_buffer import ReplayBuffer
 from plangraph.rl.rollout_worker import RolloutWorker
-from plangraph.rl.sac import SACPolicy, squashed_sample
 
 OBS = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
 ACT = gym.spaces.Box(np.array([-2.0, 0.0], np.float32), np.array([2.0, 1.0], np.float32))
@@ -103,7 +103,7 @@ def test_the_compiler_refuses_sac_where_it_cannot_act() -> None:
     )
     (problem,) = space_problems(SACConfig(), unbounded)
     assert problem.code == "PG183" and "infinite bounds" in problem.message
-    assert "a2c, ppo, impala, appo" in problem.hint
+    assert "a2c, appo, impala, ppo" in problem.hint
 
 
 def test_the_compiler_refuses_gradient_operators_on_sac() -> None:

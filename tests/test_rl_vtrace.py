@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 import torch
 
+from plangraph.algorithms.impala.vtrace import vtrace
 from plangraph.rl.postprocessing import compute_gae
-from plangraph.rl.vtrace import vtrace
 
 GAMMA = 0.9
 

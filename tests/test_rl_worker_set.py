@@ -9,7 +9,7 @@ import pytest
 import ray
 import torch
 
-from plangraph.ops.policies import PPOConfig
+from plangraph.algorithms.ppo import PPOConfig
 from plangraph.ops.resources import WorkerSetParams
 from plangraph.rl.rollout_worker import RolloutWorker
 from plangraph.rl.sample_batch import SampleBatch

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from plangraph.ops.policies import PPOConfig
+from plangraph.algorithms.ppo import PPOConfig
 from plangraph.rl.rollout_worker import RolloutWorker
 
 

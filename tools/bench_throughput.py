@@ -94,7 +94,8 @@ def replay_bytes(compiled: Any, algo: str | None, rows: int = 256) -> dict[str, 
     """Bytes per transition of ``rows`` rows in a ``ReplayBuffer`` holding exactly them,
     sampled on the plan's env and wrappers by the plan's policy (``algo=None``) or by the
     replay learner ``algo`` with its default settings."""
-    from plangraph.ops.policies import DQNConfig, SACConfig
+    from plangraph.algorithms.dqn import DQNConfig
+    from plangraph.algorithms.sac import SACConfig
     from plangraph.rl.replay_buffer import ReplayBuffer
     from plangraph.rl.rollout_worker import RolloutWorker
     from plangraph.rl.sample_batch import SampleBatch

@@ -25,7 +25,10 @@ from plangraph.ir.plan import Plan
 from plangraph.ir.refs import ConfigRefError, parse_config_ref
 from plangraph.ir.source import SourceMap
 from plangraph.ir.types import PortType
+from plangraph.ops.algorithms import algorithms
 from plangraph.ops.describe import summary
+from plangraph.ops.models import ModelSettings, model_types
+from plangraph.ops.policies import AlgorithmConfig
 from plangraph.ops.registry import OpSignature, close_matches
 from plangraph.text import brief
 
@@ -395,6 +398,11 @@ def _origin(original: Mapping[str, Any], rel: list[str]) -> str:
 
 
 def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    # The open registries: a policy or model field holds any registered settings model.
+    if annotation is AlgorithmConfig:
+        return [spec.config for spec in algorithms().values()]
+    if annotation is ModelSettings:
+        return [spec.config for spec in model_types().values()]
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return [annotation]
     out: list[type[BaseModel]] = []

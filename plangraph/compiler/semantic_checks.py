@@ -10,7 +10,6 @@ torch classes, so the compiler stays free of torch.
 from __future__ import annotations
 
 import math
-import typing
 from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
 
@@ -19,8 +18,8 @@ from pydantic import BaseModel
 from plangraph.compiler.context import Context, join_hints
 from plangraph.compiler.env_spaces import EnvSpaces, env_spaces
 from plangraph.ir.refs import resource_ref_id
-from plangraph.ops.models import cnn_output_hw, is_image_shape
-from plangraph.ops.policies import PolicyConfigModel
+from plangraph.ops.algorithms import algorithms
+from plangraph.ops.policies import AlgorithmConfig
 from plangraph.ops.resources import LearnerThreadParams, ReplayBufferParams, WorkerSetParams
 from plangraph.text import brief, count
 
@@ -97,13 +96,12 @@ def _worker_set(ctx: Context, nid: str) -> tuple[str, WorkerSetParams] | None:
 
 
 def _algos_with(capability: str) -> str:
-    members = typing.get_args(PolicyConfigModel)
     return ", ".join(
-        m.model_fields["algo"].default for m in members if capability in m.capabilities
+        name for name, spec in algorithms().items() if capability in spec.config.capabilities
     )
 
 
-def _policy_text(rid: str, policy: PolicyConfigModel) -> str:
+def _policy_text(rid: str, policy: AlgorithmConfig) -> str:
     return f"the {policy.algo} policy of worker set {brief(rid)}"
 
 
@@ -147,16 +145,15 @@ class SpaceProblem:
 
 
 def _algos_acting_in(kind: str, bounded: bool) -> str:
-    members = typing.get_args(PolicyConfigModel)
     return ", ".join(
-        m.model_fields["algo"].default
-        for m in members
-        if kind in m.action_spaces and (bounded or not m.needs_bounded_actions)
+        name
+        for name, spec in algorithms().items()
+        if kind in spec.config.action_spaces and (bounded or not spec.config.needs_bounded_actions)
     )
 
 
 def space_problems(
-    policy: PolicyConfigModel, spaces: EnvSpaces, algo_at: str = "policy.algo"
+    policy: AlgorithmConfig, spaces: EnvSpaces, algo_at: str = "policy.algo"
 ) -> list[SpaceProblem]:
     """What keeps ``policy`` from running on the env of ``spaces`` (empty: nothing).
 
@@ -213,12 +210,14 @@ def space_problems(
     return out
 
 
-def _model_problems(policy: PolicyConfigModel, spaces: EnvSpaces) -> list[SpaceProblem]:
-    """A CNN model on observations that are no [H, W, C] image, or one too small for it."""
+def _model_problems(policy: AlgorithmConfig, spaces: EnvSpaces) -> list[SpaceProblem]:
+    """A model type the algorithm does not build, or one that cannot read the env's
+    observations (``ModelSettings.observation_problem``: e.g. a CNN on observations that
+    are no [H, W, C] image, or one too small for it)."""
     obs = spaces.observation
     model = policy.resolved_model(obs.shape)
     field = "policy/model" if policy.model is not None else "env"
-    if model.type not in policy.model_types:
+    if policy.model_types is not None and model.type not in policy.model_types:
         kinds = " and ".join(sorted(policy.model_types))
         return [
             SpaceProblem(
@@ -230,39 +229,21 @@ def _model_problems(policy: PolicyConfigModel, spaces: EnvSpaces) -> list[SpaceP
                 "observation)",
             )
         ]
-    if model.type != "cnn":
+    problem = model.observation_problem(tuple(obs.shape))
+    if problem is None:
         return []
-    which = f"the {policy.algo} policy's cnn model" + (
-        "" if policy.model is not None else " (the default for [H, W, C] observations)"
+    which = f"the {policy.algo} policy's {model.type} model" + (
+        "" if policy.model is not None else " (the default for these observations)"
     )
-    if not is_image_shape(obs.shape):
-        return [
-            SpaceProblem(
-                "PG184",
-                field,
-                f"{which} reads [H, W, C] image observations, but env {brief(spaces.env)} has "
-                f"observation space {obs.text} of shape {list(obs.shape)}",
-                'use {"type": "mlp"} as the model for vector observations, or an image env',
-            )
-        ]
-    sizes = cnn_output_hw((obs.shape[0], obs.shape[1]), model.conv_filters)
-    for i, (h, w) in enumerate(sizes):
-        if h >= 1 and w >= 1:
-            continue
-        before = (obs.shape[0], obs.shape[1]) if i == 0 else sizes[i - 1]
-        return [
-            SpaceProblem(
-                "PG184",
-                field,
-                f"{which} cannot read the {obs.shape[0]}x{obs.shape[1]} images of env "
-                f"{brief(spaces.env)}: conv_filters[{i}] {list(model.conv_filters[i])} "
-                f"([out_channels, kernel, stride]) does not fit the {before[0]}x{before[1]} "
-                "feature map it gets",
-                "give smaller kernels and strides in model.conv_filters (each layer maps n "
-                "to floor((n - kernel) / stride) + 1 >= 1), or resize the frames",
-            )
-        ]
-    return []
+    message, hint = problem
+    return [
+        SpaceProblem(
+            "PG184",
+            field,
+            f"{which} {message} (env {brief(spaces.env)}, observation space {obs.text})",
+            hint,
+        )
+    ]
 
 
 def check_env_spaces(ctx: Context) -> None:

@@ -9,6 +9,13 @@ built-ins in ``plangraph/ops/builtin/``, one module per category). Imports only 
 
 from __future__ import annotations
 
+from plangraph.ops.algorithms import (
+    AlgorithmSpec,
+    algorithm,
+    algorithms,
+    register_algorithm,
+    unregister_algorithm,
+)
 from plangraph.ops.builder import OpFactory, PendingOp, PlanBuildError, Stream, op_factory
 from plangraph.ops.builtin.combine import (
     Batch,
@@ -38,7 +45,9 @@ from plangraph.ops.builtin.train import (
     UpdateWorkerWeights,
 )
 from plangraph.ops.declare import register_op
+from plangraph.ops.models import ModelSettings, model_types, register_model, unregister_model
 from plangraph.ops.multi_agent_envs import register_multi_agent_env
+from plangraph.ops.policies import ActorCriticConfig, AlgorithmConfig
 from plangraph.ops.registry import (
     APPLY_MODES,
     CATEGORIES,
@@ -64,9 +73,15 @@ from plangraph.ops.resources import (
     worker_set,
 )
 
+# The built-in algorithms register themselves on the same registry a user's use.
+import plangraph.algorithms  # noqa: F401  (isort: skip)
+
 __all__ = [
     "APPLY_MODES",
     "CATEGORIES",
+    "ActorCriticConfig",
+    "AlgorithmConfig",
+    "AlgorithmSpec",
     "ApplyGradients",
     "AsyncGradients",
     "AverageGradients",
@@ -80,6 +95,7 @@ __all__ = [
     "Flatten",
     "LearnerThreadParams",
     "LocalReplay",
+    "ModelSettings",
     "OpFactory",
     "OpParams",
     "OpSignature",
@@ -103,17 +119,24 @@ __all__ = [
     "UpdateWorkerWeights",
     "WaitUntilTimestepsElapsed",
     "WorkerSetParams",
+    "algorithm",
+    "algorithms",
     "all_ops",
     "all_resource_kinds",
     "get_op",
     "get_resource_kind",
     "learner_thread",
+    "model_types",
     "op_factory",
+    "register_algorithm",
+    "register_model",
     "register_multi_agent_env",
     "register_op",
     "register_resource_kind",
     "replay_actors",
     "replay_buffer",
+    "unregister_algorithm",
+    "unregister_model",
     "unregister_op",
     "worker_set",
 ]

@@ -12,6 +12,8 @@ import annotated_types as at
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
+from plangraph.ops.algorithms import algorithms
+from plangraph.ops.policies import AlgorithmConfig
 from plangraph.ops.registry import OpSignature, ResourceKind
 
 __all__ = [
@@ -89,6 +91,8 @@ def _type_text(ann: Any) -> str:
         return f"dict[{_type_text(args[0])}, {_type_text(args[1])}]"
     if ann is type(None):
         return "null"
+    if ann is AlgorithmConfig:
+        return 'policy {"algo": ...}'
     if isinstance(ann, type):
         return {"str": "string", "bool": "bool", "int": "int", "float": "number"}.get(
             ann.__name__, ann.__name__
@@ -198,7 +202,7 @@ def resource_kind_text(kind: ResourceKind) -> str:
     lines += ["  " + x if x else "" for x in plain_text(d["doc"]).splitlines()]
     lines += ["", *_param_lines(d["params"])]
     for name, f in kind.params_model.model_fields.items():
-        algos = [a for a, m in policy_configs().items() if m in _member_models(f.annotation)]
+        algos = list(policy_configs()) if _holds_policy(f.annotation) else []
         if algos:
             lines.append(
                 f'  {name}: one of the policies, by its "algo" ({", ".join(algos)}); '
@@ -211,21 +215,17 @@ def resource_kind_text(kind: ResourceKind) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _member_models(annotation: Any) -> list[type[BaseModel]]:
-    """The pydantic models an annotation may hold (the members of a union, unwrapped)."""
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return [annotation]
-    out: list[type[BaseModel]] = []
-    for a in typing.get_args(annotation):
-        out += _member_models(a)
-    return out
+def _holds_policy(annotation: Any) -> bool:
+    """Whether a param's annotation holds a policy config (alone, optional or in a dict)."""
+    if annotation is AlgorithmConfig:
+        return True
+    return any(_holds_policy(a) for a in typing.get_args(annotation))
 
 
 def policy_configs() -> dict[str, type[BaseModel]]:
-    """Policy config model by ``algo`` (``a2c``, ``ppo``, ``dqn``, ``impala``, ``appo``)."""
-    from plangraph.ops.policies import PolicyConfigModel
-
-    return {m.model_fields["algo"].default: m for m in typing.get_args(PolicyConfigModel)}
+    """Policy config model by ``algo``: every registered algorithm
+    (``plangraph.ops.algorithms``), built-in or a user's."""
+    return {name: spec.config for name, spec in algorithms().items()}
 
 
 def find_policy(name: str) -> str | None:

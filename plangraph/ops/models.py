@@ -1,7 +1,13 @@
 """Model settings of a policy, as data: which network reads the observations.
 
-Pure pydantic (the compiler checks them against the env's observation space without
-importing torch); ``plangraph.rl.models`` builds the torch networks from them.
+A model type is registered by name (:func:`register_model`) with a pydantic settings
+model (a subclass of :class:`ModelSettings`, torch-free, so the compiler checks it
+against the env's observation space without importing torch) and a ``build`` function
+that makes the torch module: an *encoder* from observations ``[B, *obs_shape]`` (the
+space's dtype) to float32 features ``[B, out_dim]`` (``module.out_dim``), on which each
+algorithm puts its own heads (policy and value heads, Q-values, ...), as
+Stable-Baselines3's features extractors and RLlib's encoders. A plan writes
+``{"type": NAME, ...settings}``. Built in (``plangraph.rl.models``):
 
 * ``{"type": "mlp", "hiddens": [64, 64], "activation": "tanh"}``: observations flattened
   to float32 ``[B, prod(obs_shape)]`` (no rescaling);
@@ -19,19 +25,37 @@ policy without ``model`` gets :func:`default_model` for its env's observations.
 
 from __future__ import annotations
 
+import importlib
 import math
-from typing import Annotated, Literal
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    GetCoreSchemaHandler,
+    GetJsonSchemaHandler,
+)
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import PydanticCustomError, core_schema
+
+from plangraph.text import close_matches
 
 __all__ = [
     "NATURE_CNN_FILTERS",
     "CNNModel",
     "MLPModel",
     "ModelConfig",
+    "ModelSettings",
+    "ModelSpec",
+    "builtin_model_types",
     "cnn_output_hw",
     "default_model",
     "is_image_shape",
+    "model_types",
+    "register_model",
+    "unregister_model",
 ]
 
 NATURE_CNN_FILTERS: tuple[tuple[int, int, int], ...] = ((32, 8, 4), (64, 4, 2), (64, 3, 1))
@@ -45,10 +69,28 @@ _Filter = tuple[
 ]
 
 
-class MLPModel(BaseModel):
-    """A multi-layer perceptron on the flattened observation."""
+class ModelSettings(BaseModel):
+    """Settings every model type has; subclass it for your own (add
+    ``type: Literal["name"] = "name"`` and your settings), then :func:`register_model`.
 
-    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
+    An actor-critic algorithm reads ``vf_share_layers`` where the settings declare it
+    (whether the value head shares the policy's encoder, or gets a separate encoder of the
+    same settings) and shares the encoder where they do not.
+    """
+
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid", allow_inf_nan=False)
+
+    #: the model type's registered name (each subclass narrows it to ``Literal["name"]``)
+    type: str
+
+    def observation_problem(self, obs_shape: tuple[int, ...]) -> tuple[str, str] | None:
+        """Why this model cannot read observations of ``obs_shape``, as ``(message,
+        hint)``; None when it can (the compiler's PG184 says it before launch)."""
+        return None
+
+
+class MLPModel(ModelSettings):
+    """A multi-layer perceptron on the flattened observation."""
 
     type: Literal["mlp"] = "mlp"
     hiddens: tuple[_Width, ...] = Field((64, 64), description="Hidden layer widths.")
@@ -60,10 +102,8 @@ class MLPModel(BaseModel):
     )
 
 
-class CNNModel(BaseModel):
+class CNNModel(ModelSettings):
     """Convolutions on an image observation ``[H, W, C]``, then dense layers."""
-
-    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     type: Literal["cnn"] = "cnn"
     conv_filters: tuple[_Filter, ...] = Field(
@@ -81,9 +121,181 @@ class CNNModel(BaseModel):
         "(false: a separate network of the same shape).",
     )
 
+    def observation_problem(self, obs_shape: tuple[int, ...]) -> tuple[str, str] | None:
+        """Observations that are no ``[H, W, C]`` image, or an image too small for the
+        convolutions."""
+        if not is_image_shape(obs_shape):
+            return (
+                f"reads [H, W, C] image observations, but the env's are of shape {list(obs_shape)}",
+                'use {"type": "mlp"} as the model for vector observations, or an image env',
+            )
+        sizes = cnn_output_hw((obs_shape[0], obs_shape[1]), self.conv_filters)
+        for i, (h, w) in enumerate(sizes):
+            if h >= 1 and w >= 1:
+                continue
+            before = (obs_shape[0], obs_shape[1]) if i == 0 else sizes[i - 1]
+            return (
+                f"cannot read {obs_shape[0]}x{obs_shape[1]} images: conv_filters[{i}] "
+                f"{list(self.conv_filters[i])} ([out_channels, kernel, stride]) does not fit "
+                f"the {before[0]}x{before[1]} feature map it gets",
+                "give smaller kernels and strides in model.conv_filters (each layer maps n "
+                "to floor((n - kernel) / stride) + 1 >= 1), or resize the frames",
+            )
+        return None
 
-ModelConfig = Annotated[MLPModel | CNNModel, Field(discriminator="type")]
-"""A policy's model: :class:`MLPModel` or :class:`CNNModel`, discriminated on ``type``."""
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """One registered model type: ``name``, its ``config`` (settings model) and ``build``
+    (``build(settings, observation_space) -> torch.nn.Module`` with ``out_dim``, or
+    ``"module:function"`` text of one, imported on first use)."""
+
+    name: str
+    config: type[ModelSettings]
+    build: Any
+    builtin: bool = False
+
+    def builder(self) -> Any:
+        """The build function, imported if given as text."""
+        if not isinstance(self.build, str):
+            return self.build
+        module, _, attr = self.build.partition(":")
+        return getattr(importlib.import_module(module), attr)
+
+
+_REGISTRY: dict[str, ModelSpec] = {}
+
+
+def register_model(
+    name: str, *, config: type[ModelSettings], build: Any, builtin: bool = False
+) -> ModelSpec:
+    """Make ``{"type": name, ...}`` usable as a policy's ``model``.
+
+    Args:
+        name: the model type's name in plans.
+        config: its settings: a ``ModelSettings`` subclass whose ``type`` field is
+            ``Literal[name]`` with default ``name``.
+        build: ``build(settings, observation_space) -> torch.nn.Module``: an encoder from
+            observations ``[B, *obs_shape]`` to float32 features ``[B, out_dim]``, with an
+            ``out_dim: int`` attribute; or ``"module:function"`` text of it.
+        builtin: plangraph's own.
+
+    Registering a name again replaces the earlier entry, except a built-in's.
+
+    Raises:
+        TypeError: ``config`` is not a ``ModelSettings`` subclass.
+        ValueError: an empty name, ``config.type`` is not ``name``, or ``name`` is a
+            built-in model type's.
+    """
+    if not name:
+        raise ValueError("a model type name must not be empty")
+    if not (isinstance(config, type) and issubclass(config, ModelSettings)):
+        raise TypeError(
+            f"model type {name!r}: config must be a subclass of "
+            f"plangraph.ops.models.ModelSettings, got {config!r}"
+        )
+    field = config.model_fields.get("type")
+    if field is None or field.default != name:
+        raise ValueError(
+            f"model type {name!r}: {config.__name__} must declare "
+            f'`type: Literal["{name}"] = "{name}"`'
+        )
+    old = _REGISTRY.get(name)
+    if old is not None and old.builtin and not builtin:
+        raise ValueError(f"{name!r} is a built-in model type; register yours under another name")
+    spec = ModelSpec(name, config, build, builtin)
+    _REGISTRY[name] = spec
+    return spec
+
+
+def unregister_model(name: str) -> None:
+    """Forget a user model type.
+
+    Raises:
+        KeyError: not registered. ValueError: a built-in.
+    """
+    if _REGISTRY[name].builtin:
+        raise ValueError(f"{name!r} is a built-in model type")
+    del _REGISTRY[name]
+
+
+def model_types() -> dict[str, ModelSpec]:
+    """The registered model types by name, sorted."""
+    return dict(sorted(_REGISTRY.items()))
+
+
+def builtin_model_types() -> list[ModelSpec]:
+    """plangraph's own model types, sorted by name."""
+    return [s for s in model_types().values() if s.builtin]
+
+
+def _validate(value: Any) -> ModelSettings:
+    if isinstance(value, ModelSettings):
+        return value
+    if not isinstance(value, dict):
+        raise PydanticCustomError(
+            "model_type",
+            'a model is an object {{"type": NAME, ...settings}}, got {kind}',
+            {"kind": type(value).__name__},
+        )
+    if "type" not in value:
+        raise PydanticCustomError(
+            "union_tag_not_found",
+            "has no 'type' key to say which model it is",
+            {"discriminator": "'type'", "expected": _expected()},
+        )
+    name = value["type"]
+    spec = _REGISTRY.get(name) if isinstance(name, str) else None
+    if spec is None:
+        near = close_matches(str(name), _REGISTRY)
+        raise PydanticCustomError(
+            "unknown_model",
+            "unknown model type {tag}{near}; registered: {known}",
+            {
+                "tag": repr(name),
+                "near": f" (did you mean {near[0]!r}?)" if near else "",
+                "known": ", ".join(sorted(_REGISTRY)),
+                "expected": _expected(),
+                "at": "type",
+            },
+        )
+    return spec.config.model_validate(value)
+
+
+def _expected() -> str:
+    return ", ".join(repr(n) for n in sorted(_REGISTRY))
+
+
+class _OpenModelConfig:
+    """Pydantic type of a ``model`` field: validated by the registry, dumped as its own
+    settings model; in the JSON Schema one branch per built-in model type."""
+
+    @classmethod
+    def __get_pydantic_core_schema__(
+        cls, source: Any, handler: GetCoreSchemaHandler
+    ) -> core_schema.CoreSchema:
+        return core_schema.no_info_plain_validator_function(
+            _validate,
+            serialization=core_schema.plain_serializer_function_ser_schema(
+                lambda v, info: v.model_dump(mode=info.mode, by_alias=info.by_alias),
+                info_arg=True,
+            ),
+        )
+
+    @classmethod
+    def __get_pydantic_json_schema__(
+        cls, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        # A placeholder, as plangraph.ops.algorithms' policy type writes.
+        refs = {s.name: s.config.__name__ for s in builtin_model_types()}
+        return {"x-plangraph-settings": {"tag": "type", "mapping": refs}}
+
+
+ModelConfig = Annotated[ModelSettings, _OpenModelConfig]
+"""A field type for a policy's model: any registered model type's settings."""
+
+register_model("mlp", config=MLPModel, build="plangraph.rl.models:build_mlp", builtin=True)
+register_model("cnn", config=CNNModel, build="plangraph.rl.models:build_cnn", builtin=True)
 
 
 def is_image_shape(shape: tuple[int, ...]) -> bool:
@@ -93,7 +305,7 @@ def is_image_shape(shape: tuple[int, ...]) -> bool:
 
 def default_model(
     obs_shape: tuple[int, ...], hiddens: tuple[int, ...], activation: str
-) -> MLPModel | CNNModel:
+) -> ModelSettings:
     """The model of a policy that names none: the Nature CNN for image observations
     (:func:`is_image_shape`), else an MLP of the policy's ``hiddens`` and ``activation``."""
     if is_image_shape(obs_shape):

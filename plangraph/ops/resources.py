@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from plangraph.ir.plan import Resource
-from plangraph.ops.policies import DQNConfig, PolicyConfig, per_worker_epsilon
+from plangraph.ops.algorithms import PolicyConfig
 from plangraph.ops.registry import ResourceKind, register_resource_kind
 from plangraph.ops.wrappers import WrapperSpec
 
@@ -357,29 +357,11 @@ def learner_thread(**params: Any) -> Resource:
 
 
 def _worker_set_notes(params: WorkerSetParams) -> list[str]:
-    """Per-worker exploration (Ape-X) of a DQN worker set: each rollout worker's epsilon."""
-    policy = params.policy
-    if not isinstance(policy, DQNConfig) or policy.per_worker_epsilon_alpha is None:
+    """What the worker set's algorithm says about it (``AlgorithmConfig.worker_set_notes``,
+    e.g. DQN's per-worker exploration)."""
+    if params.policy is None:
         return []
-    alpha = policy.per_worker_epsilon_alpha
-    n = max(1, params.num_workers)
-    annealed = policy.epsilon_timesteps > 0
-    base = policy.epsilon_final
-    eps = [per_worker_epsilon(base, i, n, alpha) for i in range(n)]
-    shown = ", ".join(f"worker {i + 1}: {e:.3g}" for i, e in enumerate(eps[:8]))
-    more = f", ... worker {n}: {eps[-1]:.3g}" if n > 8 else ""
-    when = (
-        f"reached after annealing from {policy.epsilon_initial:g} over "
-        f"{policy.epsilon_timesteps:,} env steps"
-        if annealed
-        else "constant"
-    )
-    return [
-        "exploration per rollout worker (Ape-X, Horgan et al. 2018):",
-        f"  epsilon_i = epsilon ** (1 + {alpha:g} * i / (N - 1)), i = 0 .. N-1, N = {n}",
-        f"  epsilon = {base:g} ({when}):",
-        f"  {shown}{more}",
-    ]
+    return params.policy.worker_set_notes(max(1, params.num_workers))
 
 
 def _replay_actors_notes(params: ReplayActorsParams) -> list[str]:

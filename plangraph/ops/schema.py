@@ -20,6 +20,9 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from plangraph.ir.plan import dump_json
+from plangraph.ops.algorithms import builtin_algorithms
+from plangraph.ops.models import ModelSettings, builtin_model_types
+from plangraph.ops.policies import AlgorithmConfig
 from plangraph.ops.registry import all_ops, all_resource_kinds
 
 __all__ = ["SCHEMA_PATH", "SCHEMA_REF_FROM_PLANS", "plan_schema", "schema_text"]
@@ -106,11 +109,16 @@ def plan_schema() -> dict[str, Any]:
     )
     schema = plan_model.model_json_schema(by_alias=True)
     defs: dict[str, Any] = schema.setdefault("$defs", {})
+    for settings in _registered_settings():  # what the open policy and model types name
+        sub = settings.model_json_schema(by_alias=True, ref_template="#/$defs/{model}")
+        defs.update(sub.pop("$defs", {}))
+        defs[settings.__name__] = sub
     defs["ConfigRef"] = _CONFIG_REF
     param_defs = {m.__name__ for m in _param_models()}
     for name, d in defs.items():
         if name in param_defs:
             _allow_refs(d)
+    _write_settings_refs(schema)
     props = schema["properties"]
     props["config"]["propertyNames"] = {"pattern": _KEY_PATTERN}
     props["nodes"]["propertyNames"] = {"pattern": _ID_PATTERN}
@@ -152,13 +160,39 @@ def _param_models() -> list[type[BaseModel]]:
     return seen
 
 
+def _registered_settings() -> list[type[BaseModel]]:
+    """The built-in algorithms' and model types' settings models."""
+    return [s.config for s in builtin_algorithms()] + [s.config for s in builtin_model_types()]
+
+
 def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    if annotation is AlgorithmConfig:
+        return [s.config for s in builtin_algorithms()]
+    if annotation is ModelSettings:
+        return [s.config for s in builtin_model_types()]
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return [annotation]
     out: list[type[BaseModel]] = []
     for a in typing.get_args(annotation):
         out += _models_in(a)
     return out
+
+
+def _write_settings_refs(node: Any) -> None:
+    """Replace each placeholder of the open policy and model types (``plangraph.ops.
+    algorithms``) by a discriminated ``oneOf`` of references to the settings models."""
+    if isinstance(node, list):
+        for item in node:
+            _write_settings_refs(item)
+    if not isinstance(node, dict):
+        return
+    spec = node.pop("x-plangraph-settings", None)
+    if spec is not None:
+        mapping = {tag: f"#/$defs/{name}" for tag, name in spec["mapping"].items()}
+        node["oneOf"] = [{"$ref": ref} for ref in mapping.values()]
+        node["discriminator"] = {"propertyName": spec["tag"], "mapping": mapping}
+    for value in node.values():
+        _write_settings_refs(value)
 
 
 def _ref_ok(prop: dict[str, Any]) -> dict[str, Any]:

@@ -1,12 +1,18 @@
-"""RL parts the operators move: ``SampleBatch``, GAE, torch policies, rollout workers, replay.
+"""What every algorithm shares: ``SampleBatch``, postprocessing, the learner bases, rollout
+workers, replay. The public learner API for writing an algorithm (``docs/extending.md``):
+``TorchPolicy`` and ``ActorCriticPolicy`` (the learner bases), ``Fragment`` (what the
+``postprocess_fragment`` hook sees) with ``gae_columns``, ``segment_columns`` and
+``transition_columns``, ``SampleBatch``, ``Stats``, ``inference``, ``soft_update``,
+``mlp`` and ``build_encoder`` (a registered model type's torch module).
 
 Import-light: importing ``plangraph.rl`` loads neither torch, ray nor gymnasium; each name
-below is imported from its module on first attribute access.
+below is imported from its module on first attribute access. The built-in algorithms'
+learners live in ``plangraph/algorithms/<name>/policy.py``.
 
-Modules: ``sample_batch`` (SampleBatch), ``postprocessing`` (GAE, returns), ``seeding``,
-``models`` (MLPs), ``policy`` (TorchPolicy), ``policies`` (make_policy), ``a2c``, ``ppo``, ``dqn``,
-``vtrace`` (V-trace), ``impala`` (IMPALAPolicy), ``appo`` (APPOPolicy), ``sac`` (SACPolicy),
-``distributions`` (action distributions),
+Modules: ``sample_batch`` (SampleBatch), ``postprocessing`` (Fragment, GAE, returns),
+``seeding``, ``models`` (encoders, heads), ``policy`` (TorchPolicy), ``actor_critic``
+(ActorCriticPolicy), ``policies`` (make_policy), ``registrations`` (user algorithms and
+models carried to workers), ``distributions`` (action distributions),
 ``env_state`` (env snapshots for checkpoints), ``rollout_worker`` (RolloutWorker),
 ``worker_set`` (WorkerSet, ResumeWarning), ``sum_tree``, multi-agent: ``multi_agent_env``
 (MultiAgentCartPole, PettingZoo envs by name), ``multi_agent_batch`` (MultiAgentBatch),
@@ -27,13 +33,17 @@ _EXPORTS: dict[str, str] = {
     "compute_advantages": "plangraph.rl.postprocessing",
     "derive_seeds": "plangraph.rl.seeding",
     "TorchPolicy": "plangraph.rl.policy",
+    "Stats": "plangraph.rl.policy",
+    "inference": "plangraph.rl.policy",
+    "ActorCriticPolicy": "plangraph.rl.actor_critic",
+    "Fragment": "plangraph.rl.postprocessing",
+    "gae_columns": "plangraph.rl.postprocessing",
+    "segment_columns": "plangraph.rl.postprocessing",
+    "transition_columns": "plangraph.rl.postprocessing",
+    "soft_update": "plangraph.rl.models",
+    "mlp": "plangraph.rl.models",
+    "build_encoder": "plangraph.rl.models",
     "make_policy": "plangraph.rl.policies",
-    "A2CPolicy": "plangraph.rl.a2c",
-    "PPOPolicy": "plangraph.rl.ppo",
-    "DQNPolicy": "plangraph.rl.dqn",
-    "IMPALAPolicy": "plangraph.rl.impala",
-    "APPOPolicy": "plangraph.rl.appo",
-    "SACPolicy": "plangraph.rl.sac",
     "RolloutWorker": "plangraph.rl.rollout_worker",
     "WorkerSet": "plangraph.rl.worker_set",
     "ResumeWarning": "plangraph.rl.worker_set",
@@ -48,45 +58,54 @@ _EXPORTS: dict[str, str] = {
 }
 
 __all__ = [
-    "A2CPolicy",
-    "APPOPolicy",
-    "DQNPolicy",
-    "IMPALAPolicy",
+    "ActorCriticPolicy",
+    "Fragment",
     "MultiAgentBatch",
     "MultiAgentCartPole",
     "MultiAgentRolloutWorker",
     "MultiAgentWorkerSet",
-    "PPOPolicy",
     "PrioritizedReplayBuffer",
     "ReplayBuffer",
     "ResumeWarning",
     "RolloutWorker",
-    "SACPolicy",
     "SampleBatch",
+    "Stats",
     "SumTree",
     "TorchPolicy",
     "WorkerSet",
+    "build_encoder",
     "compute_advantages",
     "compute_gae",
     "compute_returns",
     "derive_seeds",
+    "gae_columns",
+    "inference",
     "make_policy",
     "make_replay_buffer",
+    "mlp",
+    "segment_columns",
+    "soft_update",
+    "transition_columns",
 ]
 
 if TYPE_CHECKING:
-    from plangraph.rl.a2c import A2CPolicy
-    from plangraph.rl.appo import APPOPolicy
-    from plangraph.rl.dqn import DQNPolicy
-    from plangraph.rl.impala import IMPALAPolicy
+    from plangraph.rl.actor_critic import ActorCriticPolicy
+    from plangraph.rl.models import build_encoder, mlp, soft_update
     from plangraph.rl.multi_agent_batch import MultiAgentBatch
     from plangraph.rl.multi_agent_env import MultiAgentCartPole
     from plangraph.rl.multi_agent_worker import MultiAgentRolloutWorker
     from plangraph.rl.multi_agent_worker_set import MultiAgentWorkerSet
     from plangraph.rl.policies import make_policy
-    from plangraph.rl.policy import TorchPolicy
-    from plangraph.rl.postprocessing import compute_advantages, compute_gae, compute_returns
-    from plangraph.rl.ppo import PPOPolicy
+    from plangraph.rl.policy import Stats, TorchPolicy, inference
+    from plangraph.rl.postprocessing import (
+        Fragment,
+        compute_advantages,
+        compute_gae,
+        compute_returns,
+        gae_columns,
+        segment_columns,
+        transition_columns,
+    )
     from plangraph.rl.replay_buffer import (
         PrioritizedReplayBuffer,
         ReplayBuffer,

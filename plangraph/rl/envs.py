@@ -41,6 +41,7 @@ __all__ = [
     "is_local_module",
     "resolve_env",
     "ship_by_value",
+    "ship_code",
 ]
 
 EnvLike = str | Callable[..., gym.Env]
@@ -142,6 +143,13 @@ def ship_by_value(env: Callable[..., Any]) -> str | None:
     if base is not None:
         return None if isinstance(base, str) else ship_by_value(base)
     target: Any = env.spec.entry_point if isinstance(env, GymEnvCreator) else env
+    return ship_code(target)
+
+
+def ship_code(target: Any) -> str | None:
+    """Make Ray's cloudpickle send ``target`` (a class, a function, an object) by value
+    when its module is local (see the module docstring); returns the package registered,
+    or ``None`` (an installed module: every node imports it by reference)."""
     module_name = getattr(target, "__module__", None) or type(target).__module__
     if not module_name or module_name == "__main__" or not is_local_module(module_name):
         return None

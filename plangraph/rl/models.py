@@ -21,10 +21,13 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from plangraph.ops.models import ModelSettings, model_types
 
 _ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU}
 
@@ -216,23 +219,47 @@ class CNNEncoder(nn.Module):
         return mlp_forward(self.dense.net, self.convs(x))
 
 
-Encoder = MLPEncoder | CNNEncoder
-"""A model's observation encoder; ``out_dim`` is the width of its features."""
+Encoder = nn.Module
+"""A model's observation encoder (``build_encoder``); ``out_dim`` is the width of its
+features."""
 
 
-def build_encoder(model: Any, obs_shape: Sequence[int], obs_dtype: Any) -> Encoder:
-    """The encoder of a ``plangraph.ops.models`` model config (``MLPModel`` or
-    ``CNNModel``) for observations of ``obs_shape`` and ``obs_dtype``; ``.out_dim`` is
-    the width of its features."""
-    if model.type == "cnn":
-        return CNNEncoder(
-            obs_shape,
-            np.dtype(obs_dtype) == np.uint8,
-            model.conv_filters,
-            model.hiddens,
-            model.activation,
+def build_mlp(settings: Any, observation_space: gym.spaces.Box) -> MLPEncoder:
+    """The ``"mlp"`` model type's encoder (``plangraph.ops.models.MLPModel``)."""
+    obs_dim = int(np.prod(observation_space.shape))
+    return MLPEncoder(obs_dim, settings.hiddens, settings.activation)
+
+
+def build_cnn(settings: Any, observation_space: gym.spaces.Box) -> CNNEncoder:
+    """The ``"cnn"`` model type's encoder (``plangraph.ops.models.CNNModel``)."""
+    return CNNEncoder(
+        tuple(observation_space.shape),
+        np.dtype(observation_space.dtype) == np.uint8,
+        settings.conv_filters,
+        settings.hiddens,
+        settings.activation,
+    )
+
+
+def build_encoder(model: ModelSettings, observation_space: gym.spaces.Box) -> nn.Module:
+    """The encoder of a registered model type (``plangraph.ops.models.register_model``)
+    for ``observation_space``: observations ``[B, *obs_shape]`` -> float32 features
+    ``[B, out_dim]``.
+
+    Raises:
+        TypeError: the model type's ``build`` returned no ``torch.nn.Module`` with an
+            integer ``out_dim`` (the message names the model type).
+    """
+    spec = model_types()[model.type]
+    encoder = spec.builder()(model, observation_space)
+    out_dim = getattr(encoder, "out_dim", None)
+    if not isinstance(encoder, nn.Module) or not isinstance(out_dim, int) or out_dim < 1:
+        raise TypeError(
+            f"model type {model.type!r}: build(settings, observation_space) must return a "
+            "torch.nn.Module with an int attribute out_dim >= 1 (the width of the features "
+            f"it outputs), got {type(encoder).__name__} with out_dim={out_dim!r}"
         )
-    return MLPEncoder(int(np.prod(obs_shape)), model.hiddens, model.activation)
+    return encoder
 
 
 def _head(in_dim: int, out_dim: int, gain: float) -> nn.Linear:
@@ -266,7 +293,7 @@ class EncoderActorCritic(nn.Module):
         self.vf_encoder = None if vf_share_layers else make_encoder()
         self.free_log_std = gaussian_dim > 0 and free_log_std
         out = gaussian_dim if self.free_log_std else num_actions
-        feat = self.pi_encoder.out_dim
+        feat: int = self.pi_encoder.out_dim  # type: ignore[assignment]  # build_encoder checked it
         self.pi_head = _head(feat, out, 0.01)
         self.vf_head = _head(feat, 1, 1.0)
         if self.free_log_std:
@@ -305,7 +332,8 @@ class EncoderQNetwork(nn.Module):
     def __init__(self, encoder: Encoder, num_actions: int) -> None:
         super().__init__()
         self.encoder = encoder
-        self.q_head = _head(encoder.out_dim, num_actions, 1.0)
+        out_dim: int = encoder.out_dim  # type: ignore[assignment]  # build_encoder checked it
+        self.q_head = _head(out_dim, num_actions, 1.0)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         return F.linear(self.encoder(obs), self.q_head.weight, self.q_head.bias)

@@ -45,12 +45,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from plangraph.ops.policies import A2CConfig, PPOConfig
+from plangraph.ops.algorithms import as_policy_config
 from plangraph.ops.policy_mapping import map_agent
 from plangraph.rl.multi_agent_batch import MultiAgentBatch
 from plangraph.rl.multi_agent_env import make_multi_agent_env
-from plangraph.rl.policy_config import as_policy_config, transition_n_step
-from plangraph.rl.postprocessing import compute_gae, compute_n_step_returns
+from plangraph.rl.postprocessing import Fragment
+from plangraph.rl.registrations import Registrations
 from plangraph.rl.row_layout import action_row
 from plangraph.rl.sample_batch import SampleBatch
 from plangraph.rl.seeding import derive_seeds
@@ -61,8 +61,6 @@ if TYPE_CHECKING:
 __all__ = ["MultiAgentRolloutWorker", "PolicyMapping", "policy_seeds"]
 
 _SB = SampleBatch
-# The config models whose policies sample with GAE postprocessing (the actor-critics).
-_ACTOR_CRITIC = (A2CConfig, PPOConfig)
 _EPS_STRIDE = 1 << 40
 AGENT_INDEX = "agent_index"
 
@@ -122,6 +120,8 @@ class MultiAgentRolloutWorker:
         policy_objects: policy id -> an already built policy to act with (the learner's
             own when sampling in-process); others are built here.
         torch_threads: if set, ``torch.set_num_threads(torch_threads)`` (1 in Ray actors).
+        registrations: the driver's user algorithms and model types
+            (``plangraph.rl.registrations``), installed here first.
 
     Raises:
         ValueError: ``num_envs`` or ``rollout_fragment_length`` < 1, an unsupported algo,
@@ -143,18 +143,15 @@ class MultiAgentRolloutWorker:
         *,
         policy_objects: Mapping[str, Any] | None = None,
         torch_threads: int | None = None,
+        registrations: Registrations | None = None,
     ) -> None:
+        if registrations is not None:  # before the configs: user algorithms' among them
+            registrations.install()
         if num_envs < 1:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
         if rollout_fragment_length < 1:
             raise ValueError(f"rollout_fragment_length must be >= 1, got {rollout_fragment_length}")
         self.configs = {pid: as_policy_config(c) for pid, c in sorted(policies.items())}
-        for pid, cfg in self.configs.items():
-            if not isinstance(cfg, _ACTOR_CRITIC) and "replay" not in cfg.capabilities:
-                raise ValueError(
-                    f"policy {pid!r}: algo {cfg.algo!r} is not supported in multi-agent "
-                    "sampling (use a2c, ppo, dqn or sac)"
-                )
         self.num_envs = int(num_envs)
         self.rollout_fragment_length = int(rollout_fragment_length)
         self.worker_index = int(worker_index)
@@ -223,11 +220,6 @@ class MultiAgentRolloutWorker:
         self._env_len[k] = 0
 
     # --- sampling ---------------------------------------------------------------------
-    def _extra_keys(self, pid: str) -> tuple[str, ...]:
-        if isinstance(self.configs[pid], _ACTOR_CRITIC):
-            return (_SB.ACTION_LOGP, _SB.ACTION_DIST_INPUTS)
-        return ()
-
     def sample(self) -> MultiAgentBatch:
         """Step every env copy ``T`` times; one postprocessed ``MultiAgentBatch``.
 
@@ -263,14 +255,14 @@ class MultiAgentRolloutWorker:
                 for j, (k, a) in enumerate(members):
                     piece = pieces.get((k, a))
                     if piece is None:
-                        piece = pieces[(k, a)] = _Piece(agent_index[a], self._extra_keys(pid))
+                        piece = pieces[(k, a)] = _Piece(agent_index[a], tuple(extra))
                     c = piece.cols
                     c[_SB.OBS].append(obs[j])
                     c[_SB.ACTIONS].append(acts[j])
                     c[_SB.EPS_ID].append(self._eps_ids[k][a])
                     c[_SB.T].append(self._ep_len[k][a])
-                    for key in self._extra_keys(pid):
-                        c[key].append(extra[key][j])
+                    for key, value in extra.items():
+                        c[key].append(value[j])
                     actions[k][a] = acts[j]
             for k, sub in enumerate(self.envs):
                 obs, rew, term, trunc, _ = sub.step(actions[k])
@@ -322,7 +314,7 @@ class MultiAgentRolloutWorker:
         obs_space, act_space = self.spaces[pid]
         if not pieces:
             return SampleBatch(episode_returns=returns, episode_lengths=lengths)
-        cfg, policy = self.configs[pid], self.policies[pid]
+        policy = self.policies[pid]
         act_shape, act_dtype = action_row(act_space)
         cols: dict[str, np.ndarray] = {}
         for key in pieces[0].cols:
@@ -332,48 +324,22 @@ class MultiAgentRolloutWorker:
         cols[_SB.REWARDS] = cols[_SB.REWARDS].astype(np.float32)
         cols[_SB.EPS_ID] = cols[_SB.EPS_ID].astype(np.int64)
         cols[_SB.T] = cols[_SB.T].astype(np.int64)
-        for key in (_SB.ACTION_LOGP, _SB.ACTION_DIST_INPUTS):
-            if key in cols:
-                cols[key] = cols[key].astype(np.float32)
         sizes = [len(p.cols[_SB.REWARDS]) for p in pieces]
         cols[AGENT_INDEX] = np.repeat([p.agent_index for p in pieces], sizes).astype(np.int64)
-        next_obs = np.empty_like(cols[_SB.OBS])
-        continues = np.ones(len(next_obs), dtype=bool)
-        start = 0
+        # One sequence of the pieces laid end to end: each piece ends its episode or is cut
+        # by the fragment, so the observation after its last row is its end_obs.
+        continues = np.ones(len(cols[_SB.REWARDS]), dtype=bool)
+        successors: dict[tuple[int, int], np.ndarray] = {}
+        end = 0
         for p, n in zip(pieces, sizes, strict=True):
-            end = start + n
-            next_obs[start : end - 1] = cols[_SB.OBS][start + 1 : end]
-            next_obs[end - 1] = p.end_obs
+            end += n
             continues[end - 1] = False
-            start = end
-        cols[_SB.NEXT_OBS] = next_obs
-        term = cols[_SB.TERMINATEDS]
-        if isinstance(cfg, _ACTOR_CRITIC):
-            values = np.asarray(policy.compute_values(cols[_SB.OBS]), dtype=np.float32)
-            bootstrap = np.asarray(policy.compute_values(next_obs), dtype=np.float32).copy()
-            bootstrap[term] = 0.0
-            adv, targets = compute_gae(
-                cols[_SB.REWARDS][:, None],
-                values[:, None],
-                bootstrap[:, None],
-                continues[:, None],
-                cfg.gamma,
-                cfg.gae_lambda,
-            )
-            cols[_SB.VF_PREDS] = values
-            cols[_SB.BOOTSTRAP_VALUES] = bootstrap
-            cols[_SB.ADVANTAGES] = adv[:, 0]
-            cols[_SB.VALUE_TARGETS] = targets[:, 0]
-        elif transition_n_step(cfg) > 1:
-            rets, steps = compute_n_step_returns(
-                cols[_SB.REWARDS][:, None], continues[:, None], transition_n_step(cfg), cfg.gamma
-            )
-            last = np.arange(len(steps)) + steps[:, 0] - 1
-            cols[_SB.REWARDS] = rets[:, 0]
-            cols[_SB.NEXT_OBS] = next_obs[last]
-            cols[_SB.TERMINATEDS] = term[last]
-            cols[_SB.TRUNCATEDS] = cols[_SB.TRUNCATEDS][last]
-            cols[_SB.N_STEPS] = steps[:, 0]
+            successors[(0, end - 1)] = np.asarray(p.end_obs, dtype=obs_space.dtype)
+        last_obs = successors.pop((0, end - 1))[None]
+        columns = {k: v[None] for k, v in cols.items()}
+        fragment = Fragment(columns, continues[None], last_obs, successors)
+        for key, value in policy.postprocess_fragment(fragment).items():
+            cols[key] = value[0]
         return SampleBatch(cols, episode_returns=returns, episode_lengths=lengths)
 
     # --- weights ----------------------------------------------------------------------

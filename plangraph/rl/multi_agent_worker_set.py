@@ -23,6 +23,7 @@ import warnings
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from plangraph.ops.algorithms import as_policy_config
 from plangraph.rl.multi_agent_batch import MultiAgentBatch
 from plangraph.rl.multi_agent_env import make_multi_agent_env, resolve_multi_agent_env
 from plangraph.rl.multi_agent_worker import (
@@ -31,8 +32,8 @@ from plangraph.rl.multi_agent_worker import (
     policy_seeds,
     resolve_mapping,
 )
-from plangraph.rl.policy_config import as_policy_config
 from plangraph.rl.policy_map import PolicyMap
+from plangraph.rl.registrations import user_registrations
 from plangraph.rl.restarts import RestartPolicy
 from plangraph.rl.seeding import derive_seeds
 from plangraph.rl.worker_set import ResumeWarning, WorkerSet, _set_torch_threads, fragment_length
@@ -226,6 +227,7 @@ class MultiAgentWorkerSet(WorkerSet):
             self.seed,
             worker_index,
             torch_threads=1,
+            registrations=user_registrations(),
         )
 
     def set_batch_transforms(self, transforms: Any) -> None:

@@ -1,4 +1,4 @@
-"""The policy factory: the torch policy class for each ``algo`` of a policy config."""
+"""The policy factory: the learner class the algorithm registry names for a config."""
 
 from __future__ import annotations
 
@@ -6,26 +6,33 @@ from typing import Any
 
 import gymnasium as gym
 
-from plangraph.ops.policies import PolicyConfigModel
-from plangraph.rl.a2c import A2CPolicy
-from plangraph.rl.appo import APPOPolicy
-from plangraph.rl.dqn import DQNPolicy
-from plangraph.rl.impala import IMPALAPolicy
-from plangraph.rl.policy import TorchPolicy, as_policy_config
-from plangraph.rl.ppo import PPOPolicy
-from plangraph.rl.sac import SACPolicy
+from plangraph.ops.algorithms import algorithm, as_policy_config
+from plangraph.ops.policies import AlgorithmConfig
+from plangraph.rl.policy import TorchPolicy
 
-__all__ = ["POLICY_CLASSES", "make_policy"]
+__all__ = ["make_policy", "policy_class"]
 
-POLICY_CLASSES: dict[str, type[TorchPolicy[PolicyConfigModel]]] = {
-    "a2c": A2CPolicy,
-    "ppo": PPOPolicy,
-    "dqn": DQNPolicy,
-    "impala": IMPALAPolicy,
-    "appo": APPOPolicy,
-    "sac": SACPolicy,
-}
-"""Policy class by ``PolicyConfig.algo``."""
+
+def policy_class(config: AlgorithmConfig) -> type[TorchPolicy[AlgorithmConfig]]:
+    """The learner class registered for ``config.algo`` (``register_algorithm``).
+
+    Raises:
+        TypeError: the registered ``policy`` is not a ``TorchPolicy`` subclass whose
+            ``config_type`` is the config's class.
+    """
+    spec = algorithm(config.algo)
+    cls = spec.policy_class()
+    if not (isinstance(cls, type) and issubclass(cls, TorchPolicy)):
+        raise TypeError(
+            f"algorithm {config.algo!r}: its registered policy {cls!r} is not a subclass of "
+            "plangraph.rl.TorchPolicy"
+        )
+    if getattr(cls, "config_type", None) is not spec.config:
+        raise TypeError(
+            f"algorithm {config.algo!r}: {cls.__name__}.config_type must be "
+            f"{spec.config.__name__}, the config registered with it"
+        )
+    return cls
 
 
 def make_policy(
@@ -34,22 +41,22 @@ def make_policy(
     config: Any,
     seed: int = 0,
     device: str = "cpu",
-) -> TorchPolicy[PolicyConfigModel]:
-    """Build the policy for ``config.algo``: a2c, ppo, dqn, impala, appo or sac
-    (``POLICY_CLASSES``).
+) -> TorchPolicy[AlgorithmConfig]:
+    """Build the learner of ``config.algo`` (any registered algorithm: ``policy_class``).
 
     Args:
         observation_space: Box observation space.
         action_space: one of the config's ``action_spaces`` (``Discrete``, ``Box``, ...).
-        config: a ``PolicyConfig`` member (``A2CConfig``, ``PPOConfig``, ``DQNConfig``,
-            ``IMPALAConfig``, ``APPOConfig``, ``SACConfig``) or an equivalent dict.
+        config: a registered algorithm's config model (``PPOConfig``, ...) or an
+            equivalent dict ``{"algo": ..., ...}``.
         seed: policy seed (see ``TorchPolicy``).
         device: the learner's device, ``"auto"``, ``"cpu"`` or ``"cuda"``
             (``plangraph.rl.policy.resolve_device``).
 
     Raises:
         pydantic.ValidationError: ``config`` is a dict that is not a valid policy config.
+        TypeError: the registered policy class does not fit the config (``policy_class``).
         ValueError: ``device`` is ``"cuda"`` and torch sees no GPU.
     """
     cfg = as_policy_config(config)
-    return POLICY_CLASSES[cfg.algo](observation_space, action_space, cfg, seed, device)
+    return policy_class(cfg)(observation_space, action_space, cfg, seed, device)

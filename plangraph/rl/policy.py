@@ -33,18 +33,18 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from plangraph.ops.policies import PolicyConfigModel
+from plangraph.ops.policies import AlgorithmConfig
 from plangraph.rl.advantage_norm import AdvantageNormTerms
-from plangraph.rl.policy_config import as_policy_config as as_policy_config  # re-exported
+from plangraph.rl.postprocessing import Fragment
 from plangraph.rl.sample_batch import SampleBatch
 
 Stats = dict[str, Any]
 """Learner stats: ``str -> float`` (plus ``td_error: float32 [B]`` for DQN)."""
 
-ConfigT = TypeVar("ConfigT", bound=PolicyConfigModel, covariant=True)
+ConfigT = TypeVar("ConfigT", bound=AlgorithmConfig, covariant=True)
 """The config model a policy class trains with (``A2CConfig`` for ``A2CPolicy``, ...).
 Covariant: a policy's ``config`` is read-only, so an ``A2CPolicy`` is a
-``TorchPolicy[PolicyConfigModel]``."""
+``TorchPolicy[AlgorithmConfig]``."""
 
 
 def piecewise_linear(points: tuple[tuple[int, float], ...], x: float) -> float:
@@ -146,7 +146,7 @@ class TorchPolicy(Generic[ConfigT]):
         device: str = "cpu",
     ) -> None:
         if not isinstance(config, self.config_type):
-            algo = f" (algo={config.algo!r})" if isinstance(config, PolicyConfigModel) else ""
+            algo = f" (algo={config.algo!r})" if isinstance(config, AlgorithmConfig) else ""
             raise TypeError(
                 f"{type(self).__name__} takes a config of type {self.config_type.__name__}, "
                 f"got {type(config).__name__}{algo}; make_policy builds the policy class of "
@@ -205,8 +205,17 @@ class TorchPolicy(Generic[ConfigT]):
         self, obs: np.ndarray, explore: bool = True
     ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """Actions for ``obs [B, *obs_shape]``: ``(actions [B, *action_shape], extra
-        columns)``; int64 for discrete actions, float32 (unclipped) for Box ones."""
+        columns)``; int64 for discrete actions, float32 (unclipped) for Box ones. A rollout
+        worker records every extra array (``[B, ...]``) as a column of the fragment."""
         raise NotImplementedError
+
+    def postprocess_fragment(self, fragment: Fragment) -> dict[str, np.ndarray]:
+        """The algorithm's postprocessing of a sampled fragment (``plangraph.rl.
+        postprocessing.Fragment``, ``[N, T, ...]`` columns), on the rollout worker,
+        before the rows are flattened: the columns to add or replace, each ``[N, T,
+        ...]``. Default: none. The built-ins return GAE advantages (A2C, PPO), V-trace
+        segments (IMPALA, APPO) or replay transitions (DQN, SAC)."""
+        return {}
 
     # --- optimizers -------------------------------------------------------------------
     def _optimizer_params(self) -> dict[str, list[torch.nn.Parameter]]:

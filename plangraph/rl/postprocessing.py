@@ -20,9 +20,17 @@ With these, for every row:
     G_t     = r_t + gamma * (continues[t] ? G_{t+1} : bootstrap_values[t])
 
 and ``A_t + V(s_t) == G_t`` exactly when ``lambda == 1``.
+
+Rollout workers hand each policy a :class:`Fragment` (``TorchPolicy.postprocess_fragment``,
+the algorithm's hook); :func:`gae_columns`, :func:`segment_columns` and
+:func:`transition_columns` are the postprocessings the built-in algorithms use.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
@@ -171,3 +179,144 @@ def compute_advantages(batch: SampleBatch, gamma: float, lambda_: float) -> Samp
     batch[SampleBatch.ADVANTAGES] = adv
     batch[SampleBatch.VALUE_TARGETS] = targets
     return batch
+
+
+# --- a fragment as the postprocessing hooks see it --------------------------------------
+
+
+@dataclass
+class Fragment:
+    """One policy's rows of one ``sample()`` call, before flattening: ``N`` sequences of
+    ``T`` steps each (a single-agent worker: its ``N`` sub-envs; a multi-agent worker: one
+    sequence of each agent's pieces laid end to end).
+
+    Attributes:
+        columns: ``obs [N, T, *obs_shape]`` (the space's dtype), ``actions
+            [N, T, *action_shape]``, ``rewards`` float32 ``[N, T]``, ``terminateds`` and
+            ``truncateds`` bool ``[N, T]``, ``eps_id`` and ``t`` int64 ``[N, T]``, and each
+            array of the policy's ``compute_actions`` extras, ``[N, T, ...]``.
+        continues: bool ``[N, T]``: the next row of the sequence is the next step of the
+            same episode (False at every episode end and at each sequence's last row).
+        last_obs: ``[N, *obs_shape]``: the observation after each sequence's last row
+            (where sampling continues from).
+        successors: ``(n, t) -> observation`` after row ``(n, t)`` where that is not the
+            next row's observation: an episode's final observation where it ended
+            mid-sequence.
+        policy_version: version of the weights that acted (``set_weights`` global vars).
+    """
+
+    columns: dict[str, np.ndarray]
+    continues: np.ndarray
+    last_obs: np.ndarray
+    successors: dict[tuple[int, int], np.ndarray] = field(default_factory=dict)
+    policy_version: int = 0
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """``(N, T)``."""
+        n, t = self.continues.shape
+        return int(n), int(t)
+
+    @cached_property
+    def next_obs(self) -> np.ndarray:
+        """The observation after each step, ``[N, T, *obs_shape]``: the episode's final
+        observation where it ended, otherwise the next step's (``last_obs`` at a
+        sequence's last row unless an episode ended there)."""
+        obs = self.columns[SampleBatch.OBS]
+        out = np.empty_like(obs)
+        out[:, :-1] = obs[:, 1:]
+        out[:, -1] = self.last_obs
+        for (k, t), value in self.successors.items():
+            out[k, t] = value
+        return out
+
+    def next_obs_where(self, mask: np.ndarray) -> np.ndarray:
+        """``next_obs[mask]`` (rows in ``(n, t)`` order) without building all of
+        ``next_obs``: a fragment of images need not be copied for a few bootstraps."""
+        obs = self.columns[SampleBatch.OBS]
+        _, horizon = self.shape
+        rows = []
+        for k, t in zip(*np.nonzero(mask), strict=True):
+            key = (int(k), int(t))
+            if key in self.successors:
+                rows.append(self.successors[key])
+            elif t == horizon - 1:
+                rows.append(self.last_obs[k])
+            else:
+                rows.append(obs[k, t + 1])
+        if not rows:
+            return np.empty((0, *obs.shape[2:]), dtype=obs.dtype)
+        return np.stack(rows).astype(obs.dtype, copy=False)
+
+
+def gae_columns(
+    fragment: Fragment,
+    values: Callable[[np.ndarray], np.ndarray],
+    gamma: float,
+    lambda_: float,
+) -> dict[str, np.ndarray]:
+    """GAE(lambda) columns of a fragment (Schulman et al. 2016): ``vf_preds``,
+    ``bootstrap_values``, ``advantages``, ``value_targets``, float32 ``[N, T]``.
+
+    ``values(obs [B, *obs_shape]) -> float32 [B]`` is the policy's ``V``. It runs once on
+    the fragment's observations and once on the successor observations that are not the
+    next row's (truncations and each sequence's last row); a terminated step
+    bootstraps from 0.
+    """
+    cols = fragment.columns
+    n, horizon = fragment.shape
+    obs = cols[SampleBatch.OBS]
+    obs_shape = obs.shape[2:]
+    vf = np.asarray(values(obs.reshape(n * horizon, *obs_shape)), dtype=np.float32)
+    vf = vf.reshape(n, horizon)
+    term = cols[SampleBatch.TERMINATEDS]
+    bootstrap = np.zeros((n, horizon), dtype=np.float32)
+    bootstrap[:, :-1] = vf[:, 1:]
+    cut = ~fragment.continues & ~term
+    if cut.any():
+        bootstrap[cut] = np.asarray(values(fragment.next_obs_where(cut)), dtype=np.float32)
+    bootstrap[term] = 0.0
+    adv, targets = compute_gae(
+        cols[SampleBatch.REWARDS].T, vf.T, bootstrap.T, fragment.continues.T, gamma, lambda_
+    )
+    return {
+        SampleBatch.VF_PREDS: vf,
+        SampleBatch.BOOTSTRAP_VALUES: bootstrap,
+        SampleBatch.ADVANTAGES: np.ascontiguousarray(adv.T),
+        SampleBatch.VALUE_TARGETS: np.ascontiguousarray(targets.T),
+    }
+
+
+def segment_columns(fragment: Fragment) -> dict[str, np.ndarray]:
+    """The segment structure V-trace runs along (Espeholt et al. 2018): ``next_obs``,
+    ``segment_ends`` (bool ``[N, T]``: an episode end or a sequence's last row) and
+    ``policy_version`` (int64 ``[N, T]``)."""
+    ends = ~fragment.continues
+    return {
+        SampleBatch.NEXT_OBS: fragment.next_obs,
+        SampleBatch.SEGMENT_ENDS: ends,
+        SampleBatch.POLICY_VERSION: np.full(ends.shape, fragment.policy_version, dtype=np.int64),
+    }
+
+
+def transition_columns(fragment: Fragment, n_step: int, gamma: float) -> dict[str, np.ndarray]:
+    """Single transitions for replay: ``next_obs``; with ``n_step > 1`` each row becomes
+    the transition from ``s_t`` over ``m <= n_step`` steps (Sutton & Barto 2018, sec.
+    7.1): ``rewards`` the discounted sum of ``m`` rewards of the same episode within the
+    sequence, ``next_obs``, ``terminateds`` and ``truncateds`` those of row ``t + m - 1``,
+    and ``n_steps = m`` (int64), so the learner bootstraps with ``gamma ** m``."""
+    if n_step <= 1:
+        return {SampleBatch.NEXT_OBS: fragment.next_obs}
+    cols = fragment.columns
+    rew = cols[SampleBatch.REWARDS]
+    returns, steps = compute_n_step_returns(rew.T, fragment.continues.T, n_step, gamma)
+    steps = np.ascontiguousarray(steps.T)
+    last = np.arange(rew.shape[1])[None, :] + steps - 1
+    seq = np.arange(rew.shape[0])[:, None]
+    return {
+        SampleBatch.REWARDS: np.ascontiguousarray(returns.T),
+        SampleBatch.NEXT_OBS: fragment.next_obs[seq, last],
+        SampleBatch.TERMINATEDS: cols[SampleBatch.TERMINATEDS][seq, last],
+        SampleBatch.TRUNCATEDS: cols[SampleBatch.TRUNCATEDS][seq, last],
+        SampleBatch.N_STEPS: steps,
+    }

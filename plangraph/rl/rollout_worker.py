@@ -74,10 +74,11 @@ from typing import TYPE_CHECKING, Any
 import gymnasium as gym
 import numpy as np
 
-from plangraph.ops.policies import A2CConfig, PolicyConfigModel, PPOConfig
+from plangraph.ops.algorithms import as_policy_config
+from plangraph.ops.policies import AlgorithmConfig
 from plangraph.rl.env_state import capture_env, restore_env
-from plangraph.rl.policy_config import as_policy_config, transition_n_step
-from plangraph.rl.postprocessing import compute_gae, compute_n_step_returns
+from plangraph.rl.postprocessing import Fragment
+from plangraph.rl.registrations import Registrations
 from plangraph.rl.row_layout import action_row, sample_row_layout
 from plangraph.rl.sample_batch import SampleBatch
 from plangraph.rl.seeding import derive_seeds
@@ -85,7 +86,6 @@ from plangraph.rl.worker_gradients import WorkerGradients
 from plangraph.rl.wrappers import make_env
 
 if TYPE_CHECKING:
-    from plangraph.rl.a2c import ActorCriticConfig, ActorCriticPolicy
     from plangraph.rl.policy import TorchPolicy
 
 __all__ = ["EnvSpec", "RolloutWorker", "env_creator", "make_vector_env", "sample_row_layout"]
@@ -96,8 +96,6 @@ BatchTransform = tuple[str, Callable[[SampleBatch], SampleBatch]]
 """``(plan node id, pure per-batch map)``: a map ``sample()`` applies to each fragment."""
 
 _SB = SampleBatch
-_ACTOR_CRITIC = ("a2c", "ppo", "impala", "appo")
-_VTRACE = ("impala", "appo")
 # eps_id = worker_index * _EPS_STRIDE + per-worker episode counter (unique within a run).
 _EPS_STRIDE = 1 << 40
 
@@ -147,6 +145,8 @@ class RolloutWorker:
         num_workers: remote workers of the worker set this one belongs to (``worker_index``
             ``1..num_workers``); a DQN policy with ``per_worker_epsilon_alpha`` explores
             with this worker's Ape-X epsilon. ``None``: the only worker.
+        registrations: the driver's user algorithms and model types
+            (``plangraph.rl.registrations``), installed here first.
 
     Raises:
         ValueError: ``num_envs`` or ``rollout_fragment_length`` < 1, or unsupported spaces.
@@ -161,10 +161,13 @@ class RolloutWorker:
         seed: int = 0,
         worker_index: int = 0,
         *,
-        policy: TorchPolicy[PolicyConfigModel] | None = None,
+        policy: TorchPolicy[AlgorithmConfig] | None = None,
         torch_threads: int | None = None,
         num_workers: int | None = None,
+        registrations: Registrations | None = None,
     ) -> None:
+        if registrations is not None:  # before the config: it may be a user algorithm's
+            registrations.install()
         if num_envs < 1:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
         if rollout_fragment_length < 1:
@@ -181,7 +184,7 @@ class RolloutWorker:
             import torch
 
             torch.set_num_threads(torch_threads)
-        self.policy: TorchPolicy[PolicyConfigModel]
+        self.policy: TorchPolicy[AlgorithmConfig]
         if policy is not None:
             self.policy = policy
         else:
@@ -220,22 +223,6 @@ class RolloutWorker:
         #: seconds spent in each batch transform (by node id) since it was installed
         self.transform_time_s: dict[str, float] = {}
 
-    def _actor_critic_policy(self) -> ActorCriticPolicy[ActorCriticConfig]:
-        """The policy, which samples actor-critic columns (``action_logp``, ``V(s)``).
-
-        Raises:
-            TypeError: the policy is no actor-critic policy (one given by the caller for
-                another algo than its config's).
-        """
-        from plangraph.rl.a2c import ActorCriticPolicy
-
-        if not isinstance(self.policy, ActorCriticPolicy):
-            raise TypeError(
-                f"algo={self.config.algo!r} samples with an actor-critic policy, but the "
-                f"worker's policy is a {type(self.policy).__name__}"
-            )
-        return self.policy
-
     def _new_eps_id(self) -> int:
         eid = self.worker_index * _EPS_STRIDE + self._eps_counter
         self._eps_counter += 1
@@ -262,7 +249,6 @@ class RolloutWorker:
     def _sample_fragment(self) -> SampleBatch:
         n, horizon = self.num_envs, self.rollout_fragment_length
         policy, env = self.policy, self.env
-        actor_critic = self.config.algo in _ACTOR_CRITIC
         obs_buf = np.empty((n, horizon, *self._obs_shape), dtype=self._obs_dtype)
         act_buf = np.empty((n, horizon, *self._action_shape), dtype=self._action_dtype)
         rew_buf = np.empty((n, horizon), dtype=np.float32)
@@ -270,10 +256,8 @@ class RolloutWorker:
         trunc_buf = np.empty((n, horizon), dtype=bool)
         eps_buf = np.empty((n, horizon), dtype=np.int64)
         t_buf = np.empty((n, horizon), dtype=np.int64)
-        if actor_critic:
-            num_dist_inputs = self._actor_critic_policy().num_dist_inputs
-            logp_buf = np.empty((n, horizon), dtype=np.float32)
-            logits_buf = np.empty((n, horizon, num_dist_inputs), dtype=np.float32)
+        # The policy's compute_actions extras (action_logp, ...), buffered as they come.
+        extra_bufs: dict[str, np.ndarray] = {}
         # (t, sub-env, final observation) of every episode end in this fragment.
         finals: list[tuple[int, int, np.ndarray]] = []
         ep_returns: list[float] = []
@@ -286,9 +270,12 @@ class RolloutWorker:
             t_buf[:, t] = self._ep_len
             actions, extra = policy.compute_actions(obs)
             act_buf[:, t] = actions
-            if actor_critic:
-                logp_buf[:, t] = extra[_SB.ACTION_LOGP]
-                logits_buf[:, t] = extra[_SB.ACTION_DIST_INPUTS]
+            for key, value in extra.items():
+                buf = extra_bufs.get(key)
+                if buf is None:
+                    value = np.asarray(value)
+                    buf = extra_bufs[key] = np.empty((n, horizon, *value.shape[1:]), value.dtype)
+                buf[:, t] = value
             # Box actions: the batch keeps the unclipped sample (its log-prob is the one
             # recorded); only the env gets it clipped to the bounds.
             if self._action_low is not None:
@@ -319,18 +306,13 @@ class RolloutWorker:
             _SB.TRUNCATEDS: trunc_buf,
             _SB.EPS_ID: eps_buf,
             _SB.T: t_buf,
+            **extra_bufs,
         }
-        if actor_critic:
-            columns[_SB.ACTION_LOGP] = logp_buf
-            columns[_SB.ACTION_DIST_INPUTS] = logits_buf
-            if self.config.algo in _VTRACE:
-                columns.update(self._segments(obs_buf, term_buf, trunc_buf, finals))
-            else:
-                columns.update(self._postprocess_actor_critic(obs_buf, rew_buf, term_buf, finals))
-        elif "replay" in self.config.capabilities:  # dqn, sac: single transitions
-            columns[_SB.NEXT_OBS] = self._next_obs(obs_buf, finals)
-            if transition_n_step(self.config) > 1:
-                columns.update(self._n_step_transitions(columns))
+        continues = ~(term_buf | trunc_buf)
+        continues[:, -1] = False
+        successors = {(k, t): f for t, k, f in finals}
+        fragment = Fragment(columns, continues, obs, successors, self.policy_version)
+        columns.update(policy.postprocess_fragment(fragment))
         rows = n * horizon
         self.num_env_steps_sampled += rows
         return SampleBatch(
@@ -398,97 +380,6 @@ class RolloutWorker:
             policy_version=self.policy_version,
             worker_index=self.worker_index,
         )
-
-    def _postprocess_actor_critic(
-        self,
-        obs_buf: np.ndarray,
-        rew_buf: np.ndarray,
-        term_buf: np.ndarray,
-        finals: list[tuple[int, int, np.ndarray]],
-    ) -> dict[str, np.ndarray]:
-        n, horizon = rew_buf.shape
-        cfg = self.config
-        if not isinstance(cfg, (A2CConfig, PPOConfig)):
-            raise TypeError(f"GAE postprocessing is for a2c and ppo, not algo={cfg.algo!r}")
-        policy = self._actor_critic_policy()
-        values = policy.compute_values(obs_buf.reshape(n * horizon, *self._obs_shape))
-        values = values.reshape(n, horizon)
-        # Successor values: the next row's V(s_{t+1}); V(last obs) at the fragment cut;
-        # V(final obs) where truncated (the reset obs in the next row is another episode);
-        # 0 where terminated.
-        truncated = [(t, k, f) for t, k, f in finals if not term_buf[k, t]]
-        boot_obs = [self._obs] + [f[None] for _, _, f in truncated]
-        boot_v = policy.compute_values(np.concatenate(boot_obs).astype(self._obs_dtype))
-        bootstrap = np.empty((n, horizon), dtype=np.float32)
-        bootstrap[:, :-1] = values[:, 1:]
-        bootstrap[:, -1] = boot_v[:n]
-        for j, (t, k, _) in enumerate(truncated):
-            bootstrap[k, t] = boot_v[n + j]
-        bootstrap[term_buf] = 0.0
-        continues = np.ones((n, horizon), dtype=bool)
-        for t, k, _ in finals:
-            continues[k, t] = False
-        continues[:, -1] = False
-        adv, targets = compute_gae(
-            rew_buf.T, values.T, bootstrap.T, continues.T, cfg.gamma, cfg.gae_lambda
-        )
-        return {
-            _SB.VF_PREDS: values,
-            _SB.BOOTSTRAP_VALUES: bootstrap,
-            _SB.ADVANTAGES: np.ascontiguousarray(adv.T),
-            _SB.VALUE_TARGETS: np.ascontiguousarray(targets.T),
-        }
-
-    def _segments(
-        self,
-        obs_buf: np.ndarray,
-        term_buf: np.ndarray,
-        trunc_buf: np.ndarray,
-        finals: list[tuple[int, int, np.ndarray]],
-    ) -> dict[str, np.ndarray]:
-        """V-trace columns, ``[N, T]``-shaped: ``next_obs``, ``segment_ends``,
-        ``policy_version``."""
-        ends = term_buf | trunc_buf
-        ends[:, -1] = True
-        return {
-            _SB.NEXT_OBS: self._next_obs(obs_buf, finals),
-            _SB.SEGMENT_ENDS: ends,
-            _SB.POLICY_VERSION: np.full(ends.shape, self.policy_version, dtype=np.int64),
-        }
-
-    def _next_obs(
-        self, obs_buf: np.ndarray, finals: list[tuple[int, int, np.ndarray]]
-    ) -> np.ndarray:
-        next_obs = np.empty_like(obs_buf)
-        next_obs[:, :-1] = obs_buf[:, 1:]
-        next_obs[:, -1] = self._obs
-        for t, k, f in finals:
-            next_obs[k, t] = f
-        return next_obs
-
-    def _n_step_transitions(self, columns: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """Row ``(k, t)`` becomes the transition from ``s_t`` over ``m <= n_step`` steps.
-
-        ``rewards`` := the discounted sum of ``m`` rewards, ``next_obs``, ``terminateds``
-        and ``truncateds`` := those of row ``t + m - 1``, plus ``n_steps = m``. The sum
-        stops at an episode end and at the fragment cut (``compute_n_step_returns``).
-        """
-        rew, term = columns[_SB.REWARDS], columns[_SB.TERMINATEDS]
-        continues = ~(term | columns[_SB.TRUNCATEDS])
-        continues[:, -1] = False
-        returns, steps = compute_n_step_returns(
-            rew.T, continues.T, transition_n_step(self.config), self.config.gamma
-        )
-        steps = np.ascontiguousarray(steps.T)
-        last = np.arange(rew.shape[1])[None, :] + steps - 1
-        sub_env = np.arange(rew.shape[0])[:, None]
-        return {
-            _SB.REWARDS: np.ascontiguousarray(returns.T),
-            _SB.NEXT_OBS: columns[_SB.NEXT_OBS][sub_env, last],
-            _SB.TERMINATEDS: term[sub_env, last],
-            _SB.TRUNCATEDS: columns[_SB.TRUNCATEDS][sub_env, last],
-            _SB.N_STEPS: steps,
-        }
 
     # --- weights ----------------------------------------------------------------------
     def get_weights(self) -> dict[str, np.ndarray]:

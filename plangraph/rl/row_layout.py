@@ -15,8 +15,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from plangraph.ops.algorithms import as_policy_config
 from plangraph.rl.action_layout import action_layout
-from plangraph.rl.policy_config import as_policy_config, transition_n_step
 from plangraph.rl.sample_batch import SampleBatch
 from plangraph.rl.wrappers import make_env
 
@@ -75,13 +75,8 @@ def sample_row_layout(
         _SB.EPS_ID: ((), i64),
         _SB.T: ((), i64),
     }
-    if "replay" in config.capabilities:  # dqn, sac
-        layout[_SB.NEXT_OBS] = obs
-        if transition_n_step(config) > 1:
-            layout[_SB.N_STEPS] = ((), i64)
-    else:  # actor-critic: a2c, ppo
-        layout[_SB.ACTION_LOGP] = ((), f32)
-        layout[_SB.ACTION_DIST_INPUTS] = ((action_layout(action_space)[2],), f32)
-        for col in (_SB.VF_PREDS, _SB.BOOTSTRAP_VALUES, _SB.ADVANTAGES, _SB.VALUE_TARGETS):
-            layout[col] = ((), f32)
+    # The algorithm's own columns (its config's sample_columns hook).
+    extra = config.sample_columns((obs[0], obs[1].name), action_layout(action_space)[2])
+    for col, (shape, dtype) in extra.items():
+        layout[col] = (tuple(shape), np.dtype(dtype))
     return layout

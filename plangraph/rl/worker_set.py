@@ -60,8 +60,9 @@ import numpy as np
 
 from plangraph.errors import BuildError, WaitTimeoutError
 from plangraph.flow.deadlines import get_all, not_answered, wait_all
+from plangraph.ops.algorithms import as_policy_config
 from plangraph.rl.envs import resolve_env, ship_by_value
-from plangraph.rl.policy_config import as_policy_config
+from plangraph.rl.registrations import user_registrations
 from plangraph.rl.restarts import (
     RestartPolicy,
     WorkerRestartError,
@@ -73,7 +74,7 @@ from plangraph.rl.sample_batch import SampleBatch
 from plangraph.rl.seeding import derive_seeds
 
 if TYPE_CHECKING:
-    from plangraph.ops.policies import PolicyConfigModel
+    from plangraph.ops.policies import AlgorithmConfig
     from plangraph.ops.resources import WorkerResources, WorkerSetParams
     from plangraph.rl.policy import TorchPolicy
     from plangraph.rl.policy_map import PolicyMap
@@ -152,8 +153,8 @@ class WorkerSet:
         num_weight_broadcasts: ``sync_weights`` calls that sent weights to remote workers.
     """
 
-    local_policy: TorchPolicy[PolicyConfigModel] | PolicyMap
-    policy_config: PolicyConfigModel | None
+    local_policy: TorchPolicy[AlgorithmConfig] | PolicyMap
+    policy_config: AlgorithmConfig | None
 
     def __init__(
         self,
@@ -375,6 +376,7 @@ class WorkerSet:
             worker_index,
             torch_threads=1,
             num_workers=self.num_workers,
+            registrations=user_registrations(),
         )
         if self._batch_transforms:  # a replacement runs the same worker-side maps
             # ray types an actor handle as ActorHandle | type[RolloutWorker], so its methods

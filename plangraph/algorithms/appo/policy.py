@@ -41,8 +41,12 @@ import numpy as np
 import torch
 from torch.distributions import kl_divergence
 
-from plangraph.ops.policies import APPOConfig
-from plangraph.rl.impala import VTracePolicy, importance_ratio_stats, vf_explained_variance
+from plangraph.algorithms.appo.config import APPOConfig
+from plangraph.algorithms.impala.policy import (
+    VTracePolicy,
+    importance_ratio_stats,
+    vf_explained_variance,
+)
 from plangraph.rl.models import ActorCritic, EncoderActorCritic, soft_update
 from plangraph.rl.policy import Stats
 from plangraph.rl.sample_batch import SampleBatch

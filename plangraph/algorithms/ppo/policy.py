@@ -21,12 +21,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+import numpy as np
 import torch
 from torch.distributions import kl_divergence
 
-from plangraph.ops.policies import PPOConfig
-from plangraph.rl.a2c import ActorCriticPolicy, explained_variance
+from plangraph.algorithms.ppo.config import PPOConfig
+from plangraph.rl.actor_critic import ActorCriticPolicy, explained_variance
 from plangraph.rl.policy import Stats
+from plangraph.rl.postprocessing import Fragment, gae_columns
 from plangraph.rl.sample_batch import SampleBatch
 
 _SB = SampleBatch
@@ -46,6 +48,10 @@ class PPOPolicy(ActorCriticPolicy[PPOConfig]):
         _SB.ADVANTAGES,
         _SB.VALUE_TARGETS,
     )
+
+    def postprocess_fragment(self, fragment: Fragment) -> dict[str, np.ndarray]:
+        """GAE(lambda) advantages and value targets (``gae_columns``)."""
+        return gae_columns(fragment, self.compute_values, self.config.gamma, self.config.gae_lambda)
 
     def _loss(
         self, t: Mapping[str, torch.Tensor], with_stats: bool = True

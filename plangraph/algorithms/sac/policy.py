@@ -41,10 +41,11 @@ import torch
 from torch import nn
 from torch.distributions import Independent, Normal, TanhTransform, TransformedDistribution
 
+from plangraph.algorithms.sac.config import SACConfig
 from plangraph.ops.models import MLPModel
-from plangraph.ops.policies import SACConfig
 from plangraph.rl.models import flatten_obs, mlp, mlp_forward, soft_update
 from plangraph.rl.policy import Stats, TorchPolicy, inference, to_tensor
+from plangraph.rl.postprocessing import Fragment, transition_columns
 from plangraph.rl.sample_batch import SampleBatch
 
 _SB = SampleBatch
@@ -222,6 +223,10 @@ class SACPolicy(TorchPolicy[SACConfig]):
         return float(self.model.log_alpha.detach().exp())
 
     # --- acting -----------------------------------------------------------------------
+    def postprocess_fragment(self, fragment: Fragment) -> dict[str, np.ndarray]:
+        """Replay transitions: ``next_obs``, n-step ones with ``n_step > 1``."""
+        return transition_columns(fragment, self.config.n_step, self.config.gamma)
+
     def compute_actions(
         self, obs: np.ndarray, explore: bool = True
     ) -> tuple[np.ndarray, dict[str, np.ndarray]]:

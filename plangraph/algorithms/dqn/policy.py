@@ -34,10 +34,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from plangraph.algorithms.dqn.config import DQNConfig, per_worker_epsilon
 from plangraph.ops.models import MLPModel
-from plangraph.ops.policies import DQNConfig, per_worker_epsilon
 from plangraph.rl.models import EncoderQNetwork, QNetwork, build_encoder, soft_update
 from plangraph.rl.policy import Stats, TorchPolicy, inference
+from plangraph.rl.postprocessing import Fragment, transition_columns
 from plangraph.rl.sample_batch import SampleBatch
 
 _SB = SampleBatch
@@ -78,12 +79,16 @@ class DQNPolicy(TorchPolicy[DQNConfig]):
         if isinstance(cfg, MLPModel):  # one network: vf_share_layers does not apply
             model = QNetwork(self.obs_dim, self.num_actions, cfg.hiddens, cfg.activation)
         else:
-            encoder = build_encoder(cfg, obs_shape, self.observation_space.dtype)
+            encoder = build_encoder(cfg, self.observation_space)
             model = EncoderQNetwork(encoder, self.num_actions)
         self.target_model = copy.deepcopy(model)
         for p in self.target_model.parameters():
             p.requires_grad_(False)
         return model
+
+    def postprocess_fragment(self, fragment: Fragment) -> dict[str, np.ndarray]:
+        """Replay transitions: ``next_obs``, n-step ones with ``n_step > 1``."""
+        return transition_columns(fragment, self.config.n_step, self.config.gamma)
 
     def compute_actions(
         self, obs: np.ndarray, explore: bool = True

@@ -36,15 +36,16 @@ from typing import TypeVar
 import numpy as np
 import torch
 
-from plangraph.ops.policies import APPOConfig, IMPALAConfig
-from plangraph.rl.a2c import ActorCriticPolicy, explained_variance
+from plangraph.algorithms.impala.config import IMPALAConfig, VTraceConfig
+from plangraph.algorithms.impala.vtrace import VTraceReturns, vtrace
+from plangraph.rl.actor_critic import ActorCriticPolicy, explained_variance
 from plangraph.rl.policy import Stats
+from plangraph.rl.postprocessing import Fragment, segment_columns
 from plangraph.rl.sample_batch import SampleBatch
-from plangraph.rl.vtrace import VTraceReturns, vtrace
 
 _SB = SampleBatch
 
-VTraceConfigT = TypeVar("VTraceConfigT", bound=IMPALAConfig | APPOConfig, covariant=True)
+VTraceConfigT = TypeVar("VTraceConfigT", bound=VTraceConfig, covariant=True)
 
 
 class VTracePolicy(ActorCriticPolicy[VTraceConfigT]):
@@ -65,6 +66,11 @@ class VTracePolicy(ActorCriticPolicy[VTraceConfigT]):
         _SB.NEXT_OBS,
         _SB.SEGMENT_ENDS,
     )
+
+    def postprocess_fragment(self, fragment: Fragment) -> dict[str, np.ndarray]:
+        """No advantages (V-trace runs on the learner): the segment structure
+        (``segment_columns``)."""
+        return segment_columns(fragment)
 
     def _vtrace(
         self, t: Mapping[str, torch.Tensor], target_logp: torch.Tensor, values: torch.Tensor

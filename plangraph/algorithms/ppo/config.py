@@ -1,0 +1,27 @@
+"""PPO's settings (torch-free: the compiler validates them)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from plangraph.ops.policies import ActorCriticConfig
+
+__all__ = ["PPOConfig"]
+
+
+class PPOConfig(ActorCriticConfig):
+    """Proximal policy optimisation with the clipped surrogate (Schulman et al. 2017, eq. 7)."""
+
+    algo: Literal["ppo"] = "ppo"
+    gae_lambda: float = Field(0.95, ge=0.0, le=1.0, description="GAE lambda.")
+    clip_param: float = Field(0.2, gt=0.0, description="Surrogate clip range epsilon.")
+    vf_clip_param: float | None = Field(
+        None, gt=0.0, description="Clip range for the value update; None disables it."
+    )
+    vf_loss_coeff: float = Field(0.5, ge=0.0, description="Weight of the value loss.")
+    entropy_coeff: float = Field(0.0, ge=0.0, description="Weight of the entropy bonus.")
+    normalize_advantages: bool = Field(
+        True, description="Standardise advantages per minibatch before the loss."
+    )

@@ -1,0 +1,131 @@
+"""Open algorithms: a user's model type and a user's algorithm (``tests/fixtures/own_algo``,
+written on plangraph's public API only) validate, train on remote rollout workers, save,
+resume and evaluate like the built-ins; unknown names are refused before launch."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import plangraph
+from plangraph.commands.user_modules import import_user_modules
+
+ROOT = Path(__file__).resolve().parent.parent
+MY_ALGOS = ROOT / "tests" / "fixtures" / "own_algo" / "my_algos.py"
+
+
+def plangraph_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "plangraph", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+
+
+def _plan(policy: dict[str, Any], **config: Any) -> dict[str, Any]:
+    """plans/ppo.json with ``policy`` as the worker set's policy and ``config`` merged."""
+    plan = json.loads((ROOT / "plans" / "ppo.json").read_text(encoding="utf-8"))
+    plan.pop("$schema")
+    plan["config"].update(config)
+    plan["resources"]["workers"]["params"]["policy"] = policy
+    return plan
+
+
+def _write(tmp_path: Path, plan: dict[str, Any]) -> Path:
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(plan, indent=2), encoding="utf-8")
+    return path
+
+
+def test_ppo_with_a_user_model_trains_resumes_and_evaluates_from_a_json_plan(
+    tmp_path: Path,
+) -> None:
+    ppo = _plan(
+        {
+            "algo": "ppo",
+            "lr": "${lr}",
+            "gamma": "${gamma}",
+            "gae_lambda": "${gae_lambda}",
+            "model": {"type": "gated_mlp", "width": 32, "depth": 2},
+        }
+    )
+    plan = _write(tmp_path, ppo)
+    run_dir = tmp_path / "run"
+    trained = plangraph_cli(
+        "run", str(plan), "--import", str(MY_ALGOS), "--out", str(run_dir),
+        "--stop", "episode_return_mean=150", "--max-iterations", "60",
+        "--checkpoint-every", "1", "--seed", "0", "--no-progress",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert trained.returncode == 0, trained.stderr[-3000:]
+    lines = [json.loads(x) for x in (run_dir / "result.jsonl").read_text().splitlines()]
+    assert lines[-1]["episode_return_mean"] >= 150, lines[-1]["episode_return_mean"]
+    saved = json.loads((run_dir / "plan.json").read_text(encoding="utf-8"))
+    model = saved["resources"]["workers"]["params"]["policy"]["model"]
+    assert model == {"type": "gated_mlp", "width": 32, "depth": 2}
+    # Two remote rollout workers acted with the user's network (its weights reach them).
+    assert ppo["config"]["num_workers"] == 2
+
+    resumed = plangraph_cli(
+        "run", "--import", str(MY_ALGOS), "--resume", str(run_dir),
+        "--stop", f"iteration={len(lines) + 1}", "--no-progress",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    after = [json.loads(x) for x in (run_dir / "result.jsonl").read_text().splitlines()]
+    assert after[-1]["iteration"] == len(lines) + 1
+
+    played = plangraph_cli(
+        "eval", str(run_dir), "--import", str(MY_ALGOS), "--episodes", "3", cwd=tmp_path
+    )
+    assert played.returncode == 0, played.stderr[-3000:]
+    assert "return" in played.stdout
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_a_user_algorithm_learns_on_two_remote_workers() -> None:
+    import_user_modules([str(MY_ALGOS)])
+    plan = _plan({"algo": "reinforce", "gamma": "${gamma}"}, num_sgd_iter=1, sgd_minibatch_size=0)
+    compiled = plangraph.compile(plangraph.Plan.model_validate(plan))
+    with plangraph.build(compiled, seed=0) as algo:
+        ws = algo.ctx.worker_sets["workers"]
+        assert len(ws.remote_workers) == 2
+        assert type(ws.local_policy).__name__ == "ReinforcePolicy"
+        best = 0.0
+        for _ in range(80):
+            result = algo.train()
+            best = max(best, result["episode_return_mean"] or 0.0)
+            if best >= 100:
+                break
+    assert best >= 100, best
+
+
+def test_unknown_algorithms_and_settings_are_refused_with_a_did_you_mean(tmp_path: Path) -> None:
+    plan = _write(tmp_path, _plan({"algo": "reinforse"}))
+    refused = plangraph_cli("validate", str(plan), "--import", str(MY_ALGOS), cwd=tmp_path)
+    assert refused.returncode != 0
+    assert "unknown algorithm 'reinforse' (did you mean 'reinforce'?)" in refused.stdout
+    assert "/resources/workers/params/policy/algo" in refused.stdout
+
+    plan = _write(tmp_path, _plan({"algo": "reinforce", "gama": 0.9}))
+    refused = plangraph_cli("validate", str(plan), "--import", str(MY_ALGOS), cwd=tmp_path)
+    assert refused.returncode != 0
+    assert "gama" in refused.stdout and "gamma" in refused.stdout
+
+    plan = _write(tmp_path, _plan({"algo": "ppo", "model": {"type": "gated_mpl"}}))
+    refused = plangraph_cli("validate", str(plan), "--import", str(MY_ALGOS), cwd=tmp_path)
+    assert "unknown model type 'gated_mpl' (did you mean 'gated_mlp'?)" in refused.stdout
+
+    # Without the module, the name is unknown: a JSON plan never imports code itself.
+    plan = _write(tmp_path, _plan({"algo": "reinforce"}))
+    refused = plangraph_cli("validate", str(plan), cwd=tmp_path)
+    assert refused.returncode != 0
+    assert "unknown algorithm 'reinforce'" in refused.stdout
