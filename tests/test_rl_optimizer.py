@@ -43,8 +43,49 @@ def test_every_learner_steps_fused_torch_adam(algo: str) -> None:
 def test_sac_steps_three_fused_torch_adams() -> None:
     worker = RolloutWorker("Pendulum-v1", 2, 16, {"algo": "sac", "hiddens": [16, 16]}, seed=0)
     policy = worker.policy
-    opts = (policy.actor_optimizer, policy.critic_optimizer, policy.alpha_optimizer)
+    assert list(policy.optimizers) == ["critic", "actor", "alpha"]
+    opts = policy.optimizers.values()
     assert all(type(o) is torch.optim.Adam and o.param_groups[0]["fused"] for o in opts)
+    batch = worker.sample()
+    stats = policy.learn_on_batch(batch)
+    assert {"grad_gnorm", "actor_grad_gnorm", "alpha_grad_gnorm"} <= set(stats)
+    assert all({int(s["step"]) for s in o.state.values()} == {1} for o in opts)
+
+
+@pytest.mark.parametrize(
+    ("settings", "kind", "group"),
+    [
+        ({"type": "adamw"}, torch.optim.AdamW, {"weight_decay": 0.01, "eps": 1e-5}),
+        ({"type": "rmsprop", "alpha": 0.9}, torch.optim.RMSprop, {"alpha": 0.9}),
+        ({"type": "sgd", "momentum": 0.9}, torch.optim.SGD, {"momentum": 0.9}),
+        ({"type": "adam", "betas": [0.8, 0.9]}, torch.optim.Adam, {"betas": (0.8, 0.9)}),
+    ],
+)
+def test_the_optimizer_is_chosen_by_name_with_its_settings(
+    settings: dict[str, Any], kind: type, group: dict[str, Any]
+) -> None:
+    config = {"algo": "a2c", "lr": 0.01, "optimizer": settings}
+    worker = RolloutWorker("CartPole-v1", 2, 16, config, seed=0)
+    opt = worker.policy.optimizer
+    assert type(opt) is kind
+    assert opt.param_groups[0]["lr"] == 0.01
+    for key, value in group.items():
+        assert opt.param_groups[0][key] == value, key
+    before = {k: v.copy() for k, v in worker.policy.get_weights().items()}
+    worker.policy.learn_on_batch(worker.sample())
+    after = worker.policy.get_weights()
+    assert any(not np.array_equal(before[k], after[k]) for k in before)
+
+
+def test_a_setting_of_another_optimizer_is_refused_by_name() -> None:
+    from pydantic import ValidationError
+
+    from plangraph.ops.algorithms import as_policy_config
+
+    with pytest.raises(ValidationError, match="betas is not a setting of the sgd optimizer"):
+        as_policy_config({"algo": "ppo", "optimizer": {"type": "sgd", "betas": [0.9, 0.9]}})
+    with pytest.raises(ValidationError, match="nesterov needs momentum > 0"):
+        as_policy_config({"algo": "ppo", "optimizer": {"type": "sgd", "nesterov": True}})
 
 
 def _trained_pair(tmp_path: Path) -> tuple[RolloutWorker, TorchPolicy]:
@@ -110,7 +151,8 @@ def test_optimizer_state_of_earlier_checkpoints_loads_and_training_goes_on(
 ) -> None:
     worker, restored = _trained_pair(tmp_path)
     state = worker.policy.get_state()
-    state["optimizer"] = _as_earlier_checkpoints_hold_it(state["optimizer"])
+    # Earlier checkpoints hold the one optimizer's state as "optimizer".
+    state["optimizer"] = _as_earlier_checkpoints_hold_it(state.pop("optimizers")["optimizer"])
     (tmp_path / "earlier").mkdir()
     write_state(tmp_path / "earlier", state)
     restored.set_state(read_state(tmp_path / "earlier"))

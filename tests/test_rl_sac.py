@@ -106,13 +106,27 @@ def test_the_compiler_refuses_sac_where_it_cannot_act() -> None:
     assert "a2c, appo, impala, ppo" in problem.hint
 
 
-def test_the_compiler_refuses_gradient_operators_on_sac() -> None:
-    """SAC steps three optimizers: no single gradient to compute or apply (PG170)."""
+def test_sac_gradients_of_three_optimizers_apply_as_one_update() -> None:
+    """ComputeGradients -> ApplyGradients on SAC: each optimizer's gradient laid out in
+    ``optimizer_params`` order, applied by its own optimizer, is the same update as
+    ``learn_on_batch`` (and the plan is accepted: SAC declares the capability)."""
     import json
+
+    from plangraph.rl.policies import make_policy
+    from plangraph.rl.rollout_worker import RolloutWorker
 
     plan = json.loads(open("plans/a2c_microbatch.json").read())
     plan["resources"]["workers"]["params"]["policy"] = {"algo": "sac"}
     compiled = plangraph.analyze(plan, config={"env": "Pendulum-v1"})
-    ops = {compiled.plan.nodes[d.node].op for d in compiled.diagnostics if d.code == "PG170"}
-    assert ops == {"ComputeGradients", "ApplyGradients"}
-    assert SACPolicy.compute_gradients is None and SACPolicy.apply_gradients is None
+    assert not [d for d in compiled.diagnostics if d.code == "PG170"]
+    config = {"algo": "sac", "hiddens": [16, 16]}
+    worker = RolloutWorker("Pendulum-v1", 2, 16, config, seed=0)
+    batch = worker.sample()
+    a = make_policy(worker.observation_space, worker.action_space, config, seed=3)
+    b = make_policy(worker.observation_space, worker.action_space, config, seed=3)
+    a.learn_on_batch(batch)
+    grads, _ = b.compute_gradients(batch)
+    assert len(grads) == sum(len(ps) for ps in b.optimizer_params().values())
+    b.apply_gradients(grads)
+    for name, value in a.get_weights().items():
+        np.testing.assert_array_equal(value, b.get_weights()[name], err_msg=name)

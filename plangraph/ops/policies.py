@@ -24,6 +24,7 @@ from pydantic import (
     Field,
     ValidationInfo,
     field_validator,
+    model_validator,
 )
 from pydantic_core import PydanticCustomError
 
@@ -44,7 +45,7 @@ ColumnLayout = dict[str, tuple[tuple[int, ...], str]]
 
 CAPABILITIES: dict[str, str] = {
     "gradients": "computes gradients without applying them and applies given gradients "
-    "(ComputeGradients, ApplyGradients; SAC steps three optimizers and has none)",
+    "(ComputeGradients, ApplyGradients)",
     "target_network": "keeps a target network that UpdateTarget syncs with the online one",
     "replay": "learns from single transitions sampled out of order from a replay buffer "
     "(its loss needs only obs, actions, rewards, next_obs, terminateds)",
@@ -104,6 +105,77 @@ Schedule = Annotated[tuple[tuple[int, float], ...], AfterValidator(check_schedul
 :func:`check_schedule`); constant before the first point and after the last."""
 
 
+_OPTIMIZER_SETTINGS: dict[str, frozenset[str]] = {
+    "adam": frozenset({"betas", "eps", "weight_decay"}),
+    "adamw": frozenset({"betas", "eps", "weight_decay"}),
+    "rmsprop": frozenset({"alpha", "eps", "weight_decay", "momentum", "centered"}),
+    "sgd": frozenset({"momentum", "weight_decay", "nesterov"}),
+}
+
+
+class OptimizerSettings(BaseModel):
+    """Which ``torch.optim`` optimizer the learner steps, and its settings (the learning
+    rate is the algorithm's ``lr``/``lr_schedule``). Each setting applies to the types
+    named in its description; giving one to another type is refused."""
+
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid", allow_inf_nan=False)
+
+    type: Literal["adam", "adamw", "rmsprop", "sgd"] = Field(
+        "adam",
+        description="torch.optim.Adam, AdamW (decoupled weight decay), RMSprop or SGD.",
+    )
+    eps: float = Field(
+        1e-5,
+        gt=0.0,
+        description="adam, adamw, rmsprop: added to the denominator (1e-5, as RLlib and "
+        "Stable-Baselines3; torch's default is 1e-8).",
+    )
+    betas: tuple[
+        Annotated[float, Field(ge=0.0, lt=1.0)], Annotated[float, Field(ge=0.0, lt=1.0)]
+    ] = Field((0.9, 0.999), description="adam, adamw: decay rates of the moment estimates.")
+    weight_decay: float | None = Field(
+        None,
+        ge=0.0,
+        description="L2 penalty (adamw: decoupled); None: torch's default (0.01 for adamw, "
+        "else 0).",
+    )
+    momentum: float = Field(0.0, ge=0.0, description="rmsprop, sgd: momentum factor.")
+    alpha: float = Field(
+        0.99, gt=0.0, lt=1.0, description="rmsprop: smoothing constant of the squared mean."
+    )
+    centered: bool = Field(False, description="rmsprop: normalise by the gradient's variance.")
+    nesterov: bool = Field(False, description="sgd: Nesterov momentum (needs momentum > 0).")
+
+    @model_validator(mode="after")
+    def _settings_of_the_type(self) -> OptimizerSettings:
+        allowed = _OPTIMIZER_SETTINGS[self.type]
+        # By value, not by presence: a dumped config holds every setting at its default.
+        fields = type(self).model_fields
+        changed = {n for n, f in fields.items() if getattr(self, n) != f.get_default()}
+        for name in sorted(changed - {"type"} - allowed):
+            takers = ", ".join(t for t, s in _OPTIMIZER_SETTINGS.items() if name in s)
+            raise PydanticCustomError(
+                "optimizer_setting",
+                "{name} is not a setting of the {type} optimizer (it is one of {takers}); "
+                "remove it or change the type",
+                {"name": name, "type": self.type, "takers": takers, "at": name},
+            )
+        if self.nesterov and self.momentum <= 0.0:
+            raise PydanticCustomError(
+                "optimizer_setting",
+                "nesterov needs momentum > 0",
+                {"at": "nesterov"},
+            )
+        return self
+
+    @property
+    def decay(self) -> float:
+        """``weight_decay``, or torch's default for the type."""
+        if self.weight_decay is not None:
+            return self.weight_decay
+        return 0.01 if self.type == "adamw" else 0.0
+
+
 class AlgorithmConfig(BaseModel):
     """Settings every algorithm has (network, discount, learning rate, clipping), what it
     can do (class variables, read by the compiler) and what its sampled rows hold.
@@ -144,6 +216,11 @@ class AlgorithmConfig(BaseModel):
     )
     grad_clip: float | None = Field(
         0.5, gt=0.0, description="Max global L2 norm of the gradient; None disables clipping."
+    )
+    optimizer: OptimizerSettings = Field(
+        default_factory=OptimizerSettings,
+        description='The torch.optim optimizer and its settings: {"type": "adam"} (the '
+        'default, eps 1e-5), "adamw", "rmsprop" or "sgd".',
     )
 
     #: the algorithm's registered name (each subclass narrows it to ``Literal["name"]``)

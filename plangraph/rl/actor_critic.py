@@ -44,7 +44,7 @@ class ActorCriticPolicy(TorchPolicy[ActorCriticConfigT]):
 
     model: ActorCritic | EncoderActorCritic
 
-    def _build_model(self) -> ActorCritic | EncoderActorCritic:
+    def build_model(self) -> ActorCritic | EncoderActorCritic:
         self._dist = action_distribution(self.action_space)
         self._sample = action_sampler(self.action_space)
         self.action_shape, self.action_dtype, self.num_dist_inputs = action_layout(

@@ -33,7 +33,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from plangraph.ops.policies import AlgorithmConfig
+from plangraph.ops.policies import AlgorithmConfig, OptimizerSettings
 from plangraph.rl.advantage_norm import AdvantageNormTerms
 from plangraph.rl.postprocessing import Fragment
 from plangraph.rl.sample_batch import SampleBatch
@@ -176,7 +176,7 @@ class TorchPolicy(Generic[ConfigT]):
         self._sgd_rng = np.random.default_rng(sgd_seq)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(int(seed))
-            self.model = self._build_model()
+            self.model = self.build_model()
         if self.device.type != "cpu":
             # Every module the policy holds (the model, a target network).
             for value in vars(self).values():
@@ -191,15 +191,28 @@ class TorchPolicy(Generic[ConfigT]):
         return self._config
 
     # --- to implement -----------------------------------------------------------------
-    def _build_model(self) -> torch.nn.Module:
+    def build_model(self) -> torch.nn.Module:
         raise NotImplementedError
 
-    def _loss(
+    def compute_loss(
         self, t: Mapping[str, torch.Tensor], with_stats: bool = True
     ) -> tuple[torch.Tensor, Stats]:
-        """Scalar loss and stats of one (mini)batch given as tensors; ``with_stats=False``:
-        the loss only (stats ``{}``), for SGD passes whose stats nobody reads."""
+        """Scalar loss and stats of one (mini)batch given as tensors (``loss_columns``);
+        ``with_stats=False``: the loss only (stats ``{}``), for SGD passes whose stats
+        nobody reads. The one loss of a policy with one optimizer (``compute_losses``)."""
         raise NotImplementedError
+
+    def compute_losses(
+        self, t: Mapping[str, torch.Tensor], with_stats: bool = True
+    ) -> tuple[dict[str, torch.Tensor], Stats]:
+        """One scalar loss per optimizer (the names of ``optimizer_params``), all from the
+        same parameters: each optimizer steps with the gradient of its own loss with
+        respect to its own parameters, after every gradient is computed (as RLlib's and
+        TorchRL's learners: an actor loss that reads the critics moves the actor only). A
+        name left out is not stepped this time (e.g. TD3's delayed actor updates).
+        Default: ``{"optimizer": compute_loss(t)}``."""
+        loss, stats = self.compute_loss(t, with_stats)
+        return {"optimizer": loss}, stats
 
     def compute_actions(
         self, obs: np.ndarray, explore: bool = True
@@ -218,14 +231,20 @@ class TorchPolicy(Generic[ConfigT]):
         return {}
 
     # --- optimizers -------------------------------------------------------------------
-    def _optimizer_params(self) -> dict[str, list[torch.nn.Parameter]]:
-        """The parameters of each optimizer the policy steps, by name (``"optimizer"``:
-        the one ``optimizer`` returns, whose state ``get_state`` saves as ``"optimizer"``)."""
+    def optimizer_params(self) -> dict[str, list[torch.nn.Parameter]]:
+        """The parameters of each optimizer the policy steps, by name, in the order the
+        gradients are laid out (``compute_gradients``). Default: one optimizer,
+        ``"optimizer"``, over every trainable parameter of the model."""
         return {"optimizer": self._params}
+
+    def learning_rate(self, name: str) -> float:
+        """The learning rate of optimizer ``name`` now; default ``cur_lr`` for all."""
+        return self.cur_lr
 
     @property
     def optimizers(self) -> dict[str, torch.optim.Optimizer]:
-        """The policy's optimizers by name (``_adam`` of each ``_optimizer_params``), built
+        """The policy's optimizers by name (``build_optimizer`` of the config's
+        ``optimizer`` settings for each of ``optimizer_params``), built
         on first use (``build_optimizers``) at the current learning rate: a rollout
         worker's copy of the policy only acts and never builds one (building a
         ``torch.optim`` optimizer imports torch's compiler stack, about 1.5 s of CPU per
@@ -237,15 +256,20 @@ class TorchPolicy(Generic[ConfigT]):
         builds its learner's while its rollout workers start, so that the first update
         does not wait for it."""
         if self._optimizers is None:
+            settings = self.config.optimizer
             self._optimizers = {
-                name: _adam(params, self.cur_lr)
-                for name, params in self._optimizer_params().items()
+                name: build_optimizer(settings, params, self.learning_rate(name))
+                for name, params in self.optimizer_params().items()
             }
         return self._optimizers
 
     @property
     def optimizer(self) -> torch.optim.Optimizer:
-        """The optimizer of the model's parameters (``torch.optim.Adam``, fused)."""
+        """The optimizer named ``"optimizer"``: the only one of a policy with one.
+
+        Raises:
+            KeyError: the policy names its optimizers otherwise (``optimizers``).
+        """
         return self.optimizers["optimizer"]
 
     # --- schedules --------------------------------------------------------------------
@@ -262,8 +286,8 @@ class TorchPolicy(Generic[ConfigT]):
             self.global_timestep = int(global_vars["timestep"])
         if self._optimizers is None:  # built at the learning rate of its first use
             return
-        lr = self.cur_lr
-        for optimizer in self._optimizers.values():
+        for name, optimizer in self._optimizers.items():
+            lr = self.learning_rate(name)
             for group in optimizer.param_groups:
                 group["lr"] = lr
 
@@ -296,13 +320,27 @@ class TorchPolicy(Generic[ConfigT]):
     # --- gradients --------------------------------------------------------------------
     def _grads(
         self, t: Mapping[str, torch.Tensor], with_stats: bool = True
-    ) -> tuple[list[torch.Tensor], Stats]:
-        loss, stats = self._loss(t, with_stats)
-        raw = torch.autograd.grad(loss, self._params, allow_unused=True)
-        grads = [
-            torch.zeros_like(p) if g is None else g for g, p in zip(raw, self._params, strict=True)
-        ]
-        return grads, stats
+    ) -> tuple[dict[str, list[torch.Tensor]], Stats]:
+        """Each loss's gradient w.r.t. its optimizer's parameters (zeros where unused)."""
+        losses, stats = self.compute_losses(t, with_stats)
+        params = self.optimizer_params()
+        unknown = sorted(set(losses) - set(params))
+        if unknown:
+            raise KeyError(
+                f"{type(self).__name__}.compute_losses returned losses {unknown} for no "
+                f"optimizer; its optimizers are {sorted(params)} (optimizer_params)"
+            )
+        out: dict[str, list[torch.Tensor]] = {}
+        names = [n for n in params if n in losses]
+        for i, name in enumerate(names):
+            raw = torch.autograd.grad(
+                losses[name], params[name], retain_graph=i < len(names) - 1, allow_unused=True
+            )
+            out[name] = [
+                torch.zeros_like(p) if g is None else g
+                for g, p in zip(raw, params[name], strict=True)
+            ]
+        return out, stats
 
     def _param_grads(self, loss: torch.Tensor, retain_graph: bool) -> list[np.ndarray]:
         """``d loss / d params`` as float64 numpy arrays (zeros for unused parameters)."""
@@ -320,18 +358,33 @@ class TorchPolicy(Generic[ConfigT]):
         loss has no batch statistic, so per-row-mean gradients average exactly by rows."""
         return None
 
-    def _apply(self, grads: list[torch.Tensor], with_stats: bool = True) -> Stats:
-        for p, g in zip(self._params, grads, strict=True):
-            p.grad = g
-        if self.config.grad_clip is not None:
-            gnorm = torch.nn.utils.clip_grad_norm_(self._params, self.config.grad_clip)
-        elif with_stats:
-            gnorm = torch.linalg.vector_norm(torch.stack([g.norm() for g in grads]))
-        self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
-        if not with_stats:
-            return {}
-        return {"grad_gnorm": float(gnorm), "cur_lr": float(self.optimizer.param_groups[0]["lr"])}
+    def _apply(self, grads: dict[str, list[torch.Tensor]], with_stats: bool = True) -> Stats:
+        """Clip each optimizer's gradient to ``grad_clip`` (global L2 norm over its
+        parameters) and step it. Stats: ``grad_gnorm`` (the first optimizer's norm before
+        clipping), ``<name>_grad_gnorm`` for the others, ``cur_lr``."""
+        stats: Stats = {}
+        params = self.optimizer_params()
+        for i, (name, gs) in enumerate(grads.items()):
+            ps = params[name]
+            for p, g in zip(ps, gs, strict=True):
+                p.grad = g
+            gnorm: Any = None
+            if self.config.grad_clip is not None:
+                gnorm = torch.nn.utils.clip_grad_norm_(ps, self.config.grad_clip)
+            elif with_stats:
+                gnorm = torch.linalg.vector_norm(torch.stack([g.norm() for g in gs]))
+            optimizer = self.optimizers[name]
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            if with_stats:
+                stats["grad_gnorm" if i == 0 else f"{name}_grad_gnorm"] = float(gnorm)
+                if i == 0:
+                    stats["cur_lr"] = float(optimizer.param_groups[0]["lr"])
+        return stats
+
+    def _flat_params(self) -> list[torch.nn.Parameter]:
+        """Every optimizer's parameters, in ``optimizer_params`` order."""
+        return [p for ps in self.optimizer_params().values() for p in ps]
 
     def compute_gradients(self, batch: SampleBatch) -> tuple[list[np.ndarray], Stats]:
         """Raw (unclipped) gradients of the loss on ``batch``; no optimizer step.
@@ -340,7 +393,14 @@ class TorchPolicy(Generic[ConfigT]):
             ``(grads, stats)``: one float32 array per parameter, in ``model.parameters()``
             order, and the learner stats of the batch.
         """
-        grads, stats = self._grads(self._tensors(batch))
+        per_optimizer, stats = self._grads(self._tensors(batch))
+        missing = sorted(set(self.optimizer_params()) - set(per_optimizer))
+        if missing:
+            raise ValueError(
+                f"{type(self).__name__} computed no loss for optimizers {missing} on this "
+                "batch, so its gradients cannot be laid out for ApplyGradients"
+            )
+        grads = [g for gs in per_optimizer.values() for g in gs]
         stats["grad_gnorm"] = float(
             torch.linalg.vector_norm(torch.stack([g.norm() for g in grads]))
         )
@@ -352,16 +412,22 @@ class TorchPolicy(Generic[ConfigT]):
         Raises:
             ValueError: wrong number or shapes of gradient arrays.
         """
-        if len(grads) != len(self._params):
-            raise ValueError(f"expected {len(self._params)} gradient arrays, got {len(grads)}")
+        flat = self._flat_params()
+        if len(grads) != len(flat):
+            raise ValueError(f"expected {len(flat)} gradient arrays, got {len(grads)}")
         tensors = []
-        for i, (g, p) in enumerate(zip(grads, self._params, strict=True)):
+        for i, (g, p) in enumerate(zip(grads, flat, strict=True)):
             if tuple(np.shape(g)) != tuple(p.shape):
                 raise ValueError(
                     f"gradient {i} has shape {np.shape(g)}, parameter has {tuple(p.shape)}"
                 )
             tensors.append(torch.tensor(np.asarray(g), dtype=p.dtype, device=p.device))
-        return self._apply(tensors)
+        per_optimizer: dict[str, list[torch.Tensor]] = {}
+        start = 0
+        for name, ps in self.optimizer_params().items():
+            per_optimizer[name] = tensors[start : start + len(ps)]
+            start += len(ps)
+        return self._apply(per_optimizer)
 
     def _learn_on_tensors(self, t: Mapping[str, torch.Tensor], with_stats: bool = True) -> Stats:
         grads, stats = self._grads(t, with_stats)
@@ -487,7 +553,9 @@ class TorchPolicy(Generic[ConfigT]):
         """Everything to resume learning: weights, optimizer, global vars, RNG states."""
         return {
             "weights": self.get_weights(),
-            "optimizer": copy.deepcopy(self.optimizer.state_dict()),
+            "optimizers": {
+                name: copy.deepcopy(opt.state_dict()) for name, opt in self.optimizers.items()
+            },
             "global_timestep": self.global_timestep,
             "action_rng": self._action_rng.bit_generator.state,
             "sgd_rng": self._sgd_rng.bit_generator.state,
@@ -498,21 +566,48 @@ class TorchPolicy(Generic[ConfigT]):
         self.set_weights(state["weights"])
         # deepcopy: torch keeps references to same-dtype tensors, so two policies restored
         # from one state would otherwise share (and both mutate) the Adam moments.
-        self.optimizer.load_state_dict(copy.deepcopy(state["optimizer"]))
+        saved = state["optimizers"] if "optimizers" in state else {"optimizer": state["optimizer"]}
+        for name, optimizer in self.optimizers.items():
+            optimizer.load_state_dict(copy.deepcopy(saved[name]))
         self._action_rng.bit_generator.state = state["action_rng"]
         self._sgd_rng.bit_generator.state = state["sgd_rng"]
         self.set_global_vars({"timestep": state["global_timestep"]})
 
 
-def _adam(params: list[torch.nn.Parameter], lr: float) -> torch.optim.Adam:
-    """``torch.optim.Adam`` (eps 1e-5) with torch's fused kernel (``fused=True``: one
-    kernel for all parameters, on the CPU and on CUDA).
+def build_optimizer(
+    settings: OptimizerSettings, params: list[torch.nn.Parameter], lr: float
+) -> torch.optim.Optimizer:
+    """The ``torch.optim`` optimizer ``settings`` names (``plangraph.ops.policies.
+    OptimizerSettings``) over ``params`` at learning rate ``lr``.
 
-    The learner makes thousands of steps on small MLPs, where the per-tensor Python loop
-    of the default (``foreach``) implementation costs more than the arithmetic (a DQN
-    update: 0.3 ms of Adam out of 1 ms); the fused kernel computes the same update.
+    Adam and AdamW use torch's fused kernel (``fused=True``: one kernel for all
+    parameters, on the CPU and on CUDA): the learner makes thousands of steps on small
+    networks, where the per-tensor Python loop of the default (``foreach``) implementation
+    costs more than the arithmetic (a DQN update: 0.3 ms of Adam out of 1 ms); the fused
+    kernel computes the same update.
     """
-    return torch.optim.Adam(params, lr=lr, eps=1e-5, fused=True)
+    s = settings
+    if s.type == "adam":
+        return torch.optim.Adam(
+            params, lr=lr, betas=s.betas, eps=s.eps, weight_decay=s.decay, fused=True
+        )
+    if s.type == "adamw":
+        return torch.optim.AdamW(
+            params, lr=lr, betas=s.betas, eps=s.eps, weight_decay=s.decay, fused=True
+        )
+    if s.type == "rmsprop":
+        return torch.optim.RMSprop(
+            params,
+            lr=lr,
+            alpha=s.alpha,
+            eps=s.eps,
+            weight_decay=s.decay,
+            momentum=s.momentum,
+            centered=s.centered,
+        )
+    return torch.optim.SGD(
+        params, lr=lr, momentum=s.momentum, weight_decay=s.decay, nesterov=s.nesterov
+    )
 
 
 def _merge_minibatch_stats(last: list[tuple[np.ndarray, Stats]], count: int) -> Stats:

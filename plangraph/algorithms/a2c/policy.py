@@ -50,7 +50,7 @@ class A2CPolicy(ActorCriticPolicy[A2CConfig]):
         entropy = dist.entropy().mean()
         return logp, t[_SB.ADVANTAGES].float(), entropy, values, t[_SB.VALUE_TARGETS].float()
 
-    def _loss(
+    def compute_loss(
         self, t: Mapping[str, torch.Tensor], with_stats: bool = True
     ) -> tuple[torch.Tensor, Stats]:
         cfg = self.config

@@ -64,8 +64,8 @@ class APPOPolicy(VTracePolicy[APPOConfig]):
 
     config_type = APPOConfig
 
-    def _build_model(self) -> ActorCritic | EncoderActorCritic:
-        model = super()._build_model()
+    def build_model(self) -> ActorCritic | EncoderActorCritic:
+        model = super().build_model()
         self.target_model = copy.deepcopy(model)
         for p in self.target_model.parameters():
             p.requires_grad_(False)
@@ -92,7 +92,7 @@ class APPOPolicy(VTracePolicy[APPOConfig]):
             self.kl_coeff *= 0.5
         return self.kl_coeff
 
-    def _loss(
+    def compute_loss(
         self, t: Mapping[str, torch.Tensor], with_stats: bool = True
     ) -> tuple[torch.Tensor, Stats]:
         cfg = self.config

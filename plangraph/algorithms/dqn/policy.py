@@ -72,7 +72,7 @@ class DQNPolicy(TorchPolicy[DQNConfig]):
     )
     optional_loss_columns = (_SB.WEIGHTS, _SB.N_STEPS)
 
-    def _build_model(self) -> QNetwork | EncoderQNetwork:
+    def build_model(self) -> QNetwork | EncoderQNetwork:
         obs_shape = tuple(self.observation_space.shape)
         cfg = self.config.resolved_model(obs_shape)
         model: QNetwork | EncoderQNetwork
@@ -152,7 +152,7 @@ class DQNPolicy(TorchPolicy[DQNConfig]):
         else:
             soft_update(self.target_model, self.model, tau)
 
-    def _loss(
+    def compute_loss(
         self, t: Mapping[str, torch.Tensor], with_stats: bool = True
     ) -> tuple[torch.Tensor, Stats]:
         cfg = self.config

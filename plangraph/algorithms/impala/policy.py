@@ -167,7 +167,7 @@ class IMPALAPolicy(VTracePolicy[IMPALAConfig]):
 
     config_type = IMPALAConfig
 
-    def _loss(
+    def compute_loss(
         self, t: Mapping[str, torch.Tensor], with_stats: bool = True
     ) -> tuple[torch.Tensor, Stats]:
         cfg = self.config

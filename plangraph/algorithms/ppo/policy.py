@@ -53,7 +53,7 @@ class PPOPolicy(ActorCriticPolicy[PPOConfig]):
         """GAE(lambda) advantages and value targets (``gae_columns``)."""
         return gae_columns(fragment, self.compute_values, self.config.gamma, self.config.gae_lambda)
 
-    def _loss(
+    def compute_loss(
         self, t: Mapping[str, torch.Tensor], with_stats: bool = True
     ) -> tuple[torch.Tensor, Stats]:
         cfg = self.config

@@ -23,7 +23,7 @@ class SACConfig(AlgorithmConfig):
 
     algo: Literal["sac"] = "sac"
     learns_from: ClassVar[str] = "single transitions (obs, actions, rewards, next_obs)"
-    capabilities: ClassVar[frozenset[str]] = frozenset({"target_network", "replay"})
+    capabilities: ClassVar[frozenset[str]] = frozenset({"gradients", "target_network", "replay"})
     action_spaces: ClassVar[frozenset[str]] = frozenset({"Box"})
     needs_bounded_actions: ClassVar[bool] = True
     model_types: ClassVar[frozenset[str]] = frozenset({"mlp"})

@@ -10,16 +10,17 @@ bounds' centre and half-range). Log-probabilities are those of ``y`` (appendix C
 
 The Q-networks read ``[flat obs, y]``; the batch's ``actions`` are the env actions ``a``,
 mapped back to ``y`` for the loss. For a batch of transitions ``(s, a, r, s', terminated)``
-(``k = n_steps`` per row with n-step targets, else 1), one update is, in order:
+(``k = n_steps`` per row with n-step targets, else 1), one update computes
 
     y'  ~ pi(.|s'),
     target = r + gamma^k (1 - terminated) (min_j Q'_j(s', y') - alpha log pi(y'|s'))
     L_Q = mean_i[ w_i ((Q_1(s, y) - target)^2 + (Q_2(s, y) - target)^2) / 2 ]   (eq. 5, twin Q)
-    one Adam step on the critics;
     y~  ~ pi(.|s) (reparametrised),  L_pi = mean_i[ alpha log pi(y~|s) - min_j Q_j(s, y~) ]  (eq. 7)
-    one Adam step on the actor;
     L_alpha = -mean_i[ log alpha * (log pi(y~|s) + target_entropy) ]   (eq. 18, in log alpha)
-    one Adam step on log alpha.
+
+and steps three optimizers, each with the gradient of its own loss w.r.t. its own
+parameters (the critics, the actor, log alpha), computed before any of them steps
+(``TorchPolicy.compute_losses``, as RLlib's SAC learner).
 
 ``Q'_j`` are the target critics, moved towards the online ones by ``update_target(tau)``
 (Polyak averaging, ``Q' <- (1 - tau) Q' + tau Q``; the plan's ``UpdateTarget(tau=...)``).
@@ -104,9 +105,8 @@ class SACPolicy(TorchPolicy[SACConfig]):
     """SAC policy (module docstring); ``config``: :class:`~plangraph.ops.policies.SACConfig`.
 
     ``get_weights()`` carries the actor, the critics and ``log_alpha`` (the model);
-    ``get_state()`` adds the target critics and the three optimizers. SAC steps three
-    optimizers, so it has no ``compute_gradients``/``apply_gradients`` (the compiler
-    refuses ComputeGradients/ApplyGradients on it, PG170).
+    ``get_state()`` adds the target critics and the three optimizers
+    (``optimizer_params``: ``critic``, ``actor``, ``alpha``).
 
     Raises:
         ValueError: an action space that is not a 1-D ``Box`` with finite bounds, or a
@@ -127,8 +127,6 @@ class SACPolicy(TorchPolicy[SACConfig]):
         _SB.N_STEPS,
     )
     optional_loss_columns = (_SB.WEIGHTS, _SB.N_STEPS)
-    compute_gradients = None  # type: ignore[assignment]
-    apply_gradients = None  # type: ignore[assignment]
 
     def __init__(
         self,
@@ -171,7 +169,7 @@ class SACPolicy(TorchPolicy[SACConfig]):
         self._critic_params = [p for q in m.critics() for p in q.parameters()]
         self._torch_gen = torch.Generator().manual_seed(int(seed))
 
-    def _build_model(self) -> SACModel:
+    def build_model(self) -> SACModel:
         """The actor, the twin critics and ``log_alpha`` (plus the target critics).
 
         Raises:
@@ -198,25 +196,13 @@ class SACPolicy(TorchPolicy[SACConfig]):
                 p.requires_grad_(False)
         return model
 
-    def _optimizer_params(self) -> dict[str, list[nn.Parameter]]:
-        # The actor's is "optimizer": what the base class saves and schedules.
+    def optimizer_params(self) -> dict[str, list[nn.Parameter]]:
+        """Three optimizers: the twin critics, the actor and the temperature."""
         return {
-            "optimizer": self._actor_params,
-            "critic_optimizer": self._critic_params,
-            "alpha_optimizer": [self.model.log_alpha],
+            "critic": self._critic_params,
+            "actor": self._actor_params,
+            "alpha": [self.model.log_alpha],
         }
-
-    @property
-    def actor_optimizer(self) -> torch.optim.Optimizer:
-        return self.optimizers["optimizer"]
-
-    @property
-    def critic_optimizer(self) -> torch.optim.Optimizer:
-        return self.optimizers["critic_optimizer"]
-
-    @property
-    def alpha_optimizer(self) -> torch.optim.Optimizer:
-        return self.optimizers["alpha_optimizer"]
 
     @property
     def alpha(self) -> float:
@@ -258,21 +244,11 @@ class SACPolicy(TorchPolicy[SACConfig]):
         eps = torch.randn(mean.shape, generator=self._torch_gen)
         return squashed_sample(mean, log_std, eps)
 
-    def _step(
-        self, optimizer: torch.optim.Optimizer, params: list[nn.Parameter], loss: torch.Tensor
-    ) -> float:
-        grads = torch.autograd.grad(loss, params)
-        for p, g in zip(params, grads, strict=True):
-            p.grad = g
-        if self.config.grad_clip is not None:
-            gnorm = torch.nn.utils.clip_grad_norm_(params, self.config.grad_clip)
-        else:
-            gnorm = torch.linalg.vector_norm(torch.stack([g.norm() for g in grads]))
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        return float(gnorm)
-
-    def _update(self, t: Mapping[str, torch.Tensor], with_stats: bool = True) -> Stats:
+    def compute_losses(
+        self, t: Mapping[str, torch.Tensor], with_stats: bool = True
+    ) -> tuple[dict[str, torch.Tensor], Stats]:
+        """The critics', the actor's and the temperature's losses (module doc), each
+        stepping its own optimizer."""
         cfg, m = self.config, self.model
         obs, next_obs = t[_SB.OBS], t[_SB.NEXT_OBS]
         alpha = m.log_alpha.exp().detach()
@@ -290,67 +266,23 @@ class SACPolicy(TorchPolicy[SACConfig]):
         if _SB.WEIGHTS in t:
             per_row = t[_SB.WEIGHTS].float() * per_row
         critic_loss = per_row.mean()
-        critic_gnorm = self._step(self.critic_optimizer, self._critic_params, critic_loss)
 
         y, logp = self._sample(obs)
         q_pi = q_values(m.critics(), obs, y).min(dim=0).values
         actor_loss = (alpha * logp - q_pi).mean()
-        actor_gnorm = self._step(self.actor_optimizer, self._actor_params, actor_loss)
-
         alpha_loss = -(m.log_alpha * (logp.detach() + self.target_entropy)).mean()
-        self._step(self.alpha_optimizer, [m.log_alpha], alpha_loss)
+        losses = {"critic": critic_loss, "actor": actor_loss, "alpha": alpha_loss}
         if not with_stats:
-            return {}
-        return {
+            return losses, {}
+        return losses, {
             "critic_loss": critic_loss.item(),
             "actor_loss": actor_loss.item(),
             "alpha_loss": alpha_loss.item(),
             "alpha": self.alpha,
             "entropy": -logp.mean().item(),
             "mean_q": q[0].mean().item(),
-            "grad_gnorm": critic_gnorm,
-            "actor_grad_gnorm": actor_gnorm,
-            "cur_lr": float(self.actor_optimizer.param_groups[0]["lr"]),
             "td_error": (q[0] - target).detach().numpy().astype(np.float32),
         }
-
-    def learn_on_batch(self, batch: SampleBatch) -> Stats:
-        """One update of the critics, the actor and alpha on the whole batch (module doc)."""
-        stats = self._update(self._tensors(batch))
-        stats["num_env_steps_trained"] = batch.count
-        stats["num_grad_steps"] = 1
-        return stats
-
-    def train(
-        self, batch: SampleBatch, num_sgd_iter: int = 1, sgd_minibatch_size: int = 0
-    ) -> Stats:
-        """``num_sgd_iter`` passes of updates over shuffled minibatches (0: the whole
-        batch); stats of the last update, ``td_error`` of the whole batch only when one
-        update covers it.
-
-        Raises:
-            ValueError: ``num_sgd_iter < 1``, ``sgd_minibatch_size < 0`` or an empty batch.
-        """
-        if num_sgd_iter < 1 or sgd_minibatch_size < 0:
-            raise ValueError(
-                f"num_sgd_iter must be >= 1 and sgd_minibatch_size >= 0, got {num_sgd_iter} "
-                f"and {sgd_minibatch_size}"
-            )
-        if batch.count == 0:
-            raise ValueError("cannot train on an empty SampleBatch")
-        if num_sgd_iter == 1 and (sgd_minibatch_size == 0 or sgd_minibatch_size >= batch.count):
-            return self.learn_on_batch(batch)
-        t = self._tensors(batch)
-        steps, stats = 0, {}
-        for _ in range(num_sgd_iter):
-            for idx in batch.minibatch_indices(sgd_minibatch_size, rng=self._sgd_rng):
-                idx_t = torch.from_numpy(idx)
-                stats = self._update({k: v[idx_t] for k, v in t.items()})
-                steps += 1
-        stats.pop("td_error", None)
-        stats["num_env_steps_trained"] = batch.count
-        stats["num_grad_steps"] = steps
-        return stats
 
     def update_target(self, tau: float = 1.0) -> None:
         """Move the target critics towards the online ones: ``Q' <- (1 - tau) Q' + tau Q``
@@ -368,8 +300,6 @@ class SACPolicy(TorchPolicy[SACConfig]):
             {k: v.detach().numpy().copy() for k, v in q.state_dict().items()}
             for q in self.target_critics
         ]
-        state["critic_optimizer"] = copy.deepcopy(self.critic_optimizer.state_dict())
-        state["alpha_optimizer"] = copy.deepcopy(self.alpha_optimizer.state_dict())
         state["torch_rng"] = self._torch_gen.get_state().numpy().copy()
         return state
 
@@ -377,6 +307,4 @@ class SACPolicy(TorchPolicy[SACConfig]):
         super().set_state(state)
         for q, weights in zip(self.target_critics, state["target_weights"], strict=True):
             q.load_state_dict({k: torch.tensor(np.asarray(v)) for k, v in weights.items()})
-        self.critic_optimizer.load_state_dict(copy.deepcopy(state["critic_optimizer"]))
-        self.alpha_optimizer.load_state_dict(copy.deepcopy(state["alpha_optimizer"]))
         self._torch_gen.set_state(torch.from_numpy(np.asarray(state["torch_rng"])))
