@@ -230,24 +230,6 @@ class Fragment:
             out[k, t] = value
         return out
 
-    def next_obs_where(self, mask: np.ndarray) -> np.ndarray:
-        """``next_obs[mask]`` (rows in ``(n, t)`` order) without building all of
-        ``next_obs``: a fragment of images need not be copied for a few bootstraps."""
-        obs = self.columns[SampleBatch.OBS]
-        _, horizon = self.shape
-        rows = []
-        for k, t in zip(*np.nonzero(mask), strict=True):
-            key = (int(k), int(t))
-            if key in self.successors:
-                rows.append(self.successors[key])
-            elif t == horizon - 1:
-                rows.append(self.last_obs[k])
-            else:
-                rows.append(obs[k, t + 1])
-        if not rows:
-            return np.empty((0, *obs.shape[2:]), dtype=obs.dtype)
-        return np.stack(rows).astype(obs.dtype, copy=False)
-
 
 def gae_columns(
     fragment: Fragment,
@@ -260,7 +242,8 @@ def gae_columns(
 
     ``values(obs [B, *obs_shape]) -> float32 [B]`` is the policy's ``V``. It runs once on
     the fragment's observations and once on the successor observations that are not the
-    next row's (truncations and each sequence's last row); a terminated step
+    next row's: each sequence's ``last_obs`` and the final observations of truncated
+    episodes (in that order, ``successors`` in their order); a terminated step
     bootstraps from 0.
     """
     cols = fragment.columns
@@ -270,11 +253,14 @@ def gae_columns(
     vf = np.asarray(values(obs.reshape(n * horizon, *obs_shape)), dtype=np.float32)
     vf = vf.reshape(n, horizon)
     term = cols[SampleBatch.TERMINATEDS]
-    bootstrap = np.zeros((n, horizon), dtype=np.float32)
+    truncated = [key for key in fragment.successors if not term[key]]
+    boot_obs = [fragment.last_obs] + [fragment.successors[key][None] for key in truncated]
+    boot_v = np.asarray(values(np.concatenate(boot_obs).astype(obs.dtype)), dtype=np.float32)
+    bootstrap = np.empty((n, horizon), dtype=np.float32)
     bootstrap[:, :-1] = vf[:, 1:]
-    cut = ~fragment.continues & ~term
-    if cut.any():
-        bootstrap[cut] = np.asarray(values(fragment.next_obs_where(cut)), dtype=np.float32)
+    bootstrap[:, -1] = boot_v[:n]
+    for j, key in enumerate(truncated):
+        bootstrap[key] = boot_v[n + j]
     bootstrap[term] = 0.0
     adv, targets = compute_gae(
         cols[SampleBatch.REWARDS].T, vf.T, bootstrap.T, fragment.continues.T, gamma, lambda_
