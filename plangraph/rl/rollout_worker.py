@@ -22,23 +22,30 @@ Layout. Fragment buffers are sub-env-major ``[N, T, ...]``, so the flattened bat
 sub-env ``k``'s rows at ``k*T .. k*T + T - 1`` in time order (row ``k*T + t``). Each
 sub-env's trajectory pieces are contiguous; ``eps_id`` and ``t`` identify episodes.
 
-Postprocessing (on the worker, before flattening):
+Postprocessing (on the worker, before flattening) is the algorithm's: the worker records
+every array of the policy's ``compute_actions`` extras as a column, then hands the
+fragment to the policy's ``postprocess_fragment`` hook as a ``postprocessing.Fragment``
+(columns ``[N, T, ...]``, ``continues``, the last observation and the final observations
+of episodes that ended) and adds the columns it returns. The built-ins
+(``plangraph/algorithms/<name>/policy.py``):
 
 * ``a2c``/``ppo``: ``vf_preds = V(s_t)`` for the whole fragment in one forward pass (the
   weights do not change within a fragment), ``bootstrap_values`` (0 on termination,
   ``V(final obs)`` on truncation, ``V(s_{t+1})`` otherwise, ``V(last obs)`` at the fragment
-  cut), then GAE(lambda) vectorised over sub-envs (``postprocessing.compute_gae``).
+  cut), then GAE(lambda) vectorised over sub-envs (``postprocessing.gae_columns``).
 * ``impala``/``appo``: no advantages (V-trace runs on the learner, with the target
-  policy's values). The segment structure is explicit: ``segment_ends`` marks the last row
-  of every segment (episode end, terminated or truncated, or the fragment cut) and
-  ``next_obs`` holds the observation to bootstrap from there (the final observation at an
-  episode end, the next observation at the cut); ``policy_version`` stamps every row with
-  the version of the weights that acted (``set_weights(..., {"policy_version": v})``).
-* ``dqn``, ``sac``: ``next_obs`` (the final observation at an episode end). With ``n_step > 1``
-  each row becomes an n-step transition (``_n_step_transitions``): ``rewards`` holds the
-  discounted sum of up to ``n_step`` rewards of the same episode within the fragment,
-  ``next_obs``/``terminateds``/``truncateds`` are those of the last step summed and
-  ``n_steps`` counts the steps, so the learner bootstraps with ``gamma ** n_steps``.
+  policy's values). The segment structure is explicit (``postprocessing.segment_columns``):
+  ``segment_ends`` marks the last row of every segment (episode end, terminated or
+  truncated, or the fragment cut) and ``next_obs`` holds the observation to bootstrap from
+  there (the final observation at an episode end, the next observation at the cut);
+  ``policy_version`` stamps every row with the version of the weights that acted
+  (``set_weights(..., {"policy_version": v})``).
+* ``dqn``, ``sac``: ``next_obs`` (the final observation at an episode end). With ``n_step >
+  1`` each row becomes an n-step transition (``postprocessing.transition_columns``):
+  ``rewards`` holds the discounted sum of up to ``n_step`` rewards of the same episode
+  within the fragment, ``next_obs``/``terminateds``/``truncateds`` are those of the last
+  step summed and ``n_steps`` counts the steps, so the learner bootstraps with
+  ``gamma ** n_steps``.
 
 Episode statistics (undiscounted return, length in env steps) of every episode that ends
 during ``sample()`` travel on the batch (``episode_returns``/``episode_lengths``). An
