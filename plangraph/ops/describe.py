@@ -13,6 +13,7 @@ from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
 from plangraph.ops.algorithms import algorithms
+from plangraph.ops.models import ModelSettings
 from plangraph.ops.policies import AlgorithmConfig
 from plangraph.ops.registry import OpSignature, ResourceKind
 
@@ -93,6 +94,8 @@ def _type_text(ann: Any) -> str:
         return "null"
     if ann is AlgorithmConfig:
         return 'policy {"algo": ...}'
+    if ann is ModelSettings:
+        return 'model {"type": ...}'
     if isinstance(ann, type):
         return {"str": "string", "bool": "bool", "int": "int", "float": "number"}.get(
             ann.__name__, ann.__name__

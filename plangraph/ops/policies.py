@@ -15,15 +15,17 @@ steps sampled (``num_env_steps_sampled``). Every number must be finite
 from __future__ import annotations
 
 import math
-from typing import Annotated, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
     AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
+    SerializerFunctionWrapHandler,
     ValidationInfo,
     field_validator,
+    model_serializer,
     model_validator,
 )
 from pydantic_core import PydanticCustomError
@@ -168,6 +170,18 @@ class OptimizerSettings(BaseModel):
             )
         return self
 
+    @model_serializer(mode="wrap")
+    def _dump_what_applies(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # The type and the settings that differ from their defaults: the settings of the
+        # other types never apply, and the defaults are the defaults.
+        data: dict[str, Any] = handler(self)
+        fields = type(self).model_fields
+        return {
+            k: v
+            for k, v in data.items()
+            if k == "type" or getattr(self, k) != fields[k].get_default()
+        }
+
     @property
     def decay(self) -> float:
         """``weight_decay``, or torch's default for the type."""
@@ -198,10 +212,12 @@ class AlgorithmConfig(BaseModel):
     model: ModelConfig | None = Field(
         None,
         description=(
-            'The network: {"type": "mlp", "hiddens": [...], "activation": ...} or {"type": '
-            '"cnn", "conv_filters": [[out_channels, kernel, stride], ...], "hiddens": [...]}, '
-            "with vf_share_layers. None: the Nature CNN for [H, W, C] image observations, "
-            "else an MLP of `hiddens` and `activation`."
+            'The network, a registered model type {"type": NAME, ...settings}: built in '
+            '{"type": "mlp", "hiddens": [...], "activation": ...} and {"type": "cnn", '
+            '"conv_filters": [[out_channels, kernel, stride], ...], "hiddens": [...]}, with '
+            "vf_share_layers; or one registered with plangraph.register_model. None: the "
+            "Nature CNN for [H, W, C] image observations, else an MLP of `hiddens` and "
+            "`activation`."
         ),
     )
     gamma: float = Field(0.99, ge=0.0, le=1.0, description="Discount factor.")
