@@ -129,3 +129,15 @@ def test_unknown_algorithms_and_settings_are_refused_with_a_did_you_mean(tmp_pat
     refused = plangraph_cli("validate", str(plan), cwd=tmp_path)
     assert refused.returncode != 0
     assert "unknown algorithm 'reinforce'" in refused.stdout
+
+
+def test_diff_takes_import_and_shows_a_user_algorithms_settings(tmp_path: Path) -> None:
+    a = tmp_path / "a.json"
+    b = tmp_path / "b.json"
+    a.write_text(json.dumps(_plan({"algo": "reinforce", "lr": 0.002})), encoding="utf-8")
+    b.write_text(json.dumps(_plan({"algo": "reinforce", "lr": 0.001})), encoding="utf-8")
+    out = plangraph_cli("diff", str(a), str(b), "--import", str(MY_ALGOS), cwd=tmp_path)
+    assert out.returncode == 1, out.stderr  # 1: the plans differ
+    assert "policy.lr" in out.stdout and "0.002" in out.stdout and "0.001" in out.stdout
+    missing = plangraph_cli("diff", str(a), str(b), "--import", "no_such_module", cwd=tmp_path)
+    assert missing.returncode == 2 and "no_such_module" in missing.stderr

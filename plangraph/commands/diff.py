@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from plangraph.commands.user_modules import add_import_option, import_user_modules
+
 EXIT_SAME = 0
 EXIT_DIFFERENT = 1
 EXIT_TROUBLE = 2
@@ -44,6 +46,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         help="also draw the diff: OUT.svg, OUT.png (Graphviz dot), OUT.dot or OUT.gv",
     )
     p.add_argument("--rankdir", choices=("TB", "LR"), default="TB", help="diagram direction (TB)")
+    add_import_option(p)
     for side in ("a", "b"):
         p.add_argument(
             f"--set-{side}",
@@ -71,6 +74,10 @@ def run(args: argparse.Namespace) -> int:
     from plangraph.diagram import SUFFIXES, UnsupportedFormatError
     from plangraph.errors import PlangraphError
 
+    problem = import_user_modules(args.imports)
+    if problem is not None:
+        _say(f"error: {problem}")
+        return EXIT_TROUBLE
     out: Path | None = args.out
     if out is not None and out.suffix.lower() not in SUFFIXES:
         _say(f"error: {UnsupportedFormatError(out, SUFFIXES)}")
