@@ -141,3 +141,18 @@ def test_diff_takes_import_and_shows_a_user_algorithms_settings(tmp_path: Path) 
     assert "policy.lr" in out.stdout and "0.002" in out.stdout and "0.001" in out.stdout
     missing = plangraph_cli("diff", str(a), str(b), "--import", "no_such_module", cwd=tmp_path)
     assert missing.returncode == 2 and "no_such_module" in missing.stderr
+
+
+def test_eval_of_a_user_algorithms_run_says_what_to_import(tmp_path: Path) -> None:
+    plan = _plan({"algo": "reinforce"}, num_workers=0, train_batch_size=512)
+    path = _write(tmp_path, plan)
+    run = plangraph_cli(
+        "run", str(path), "--import", str(MY_ALGOS), "--max-iterations", "1",
+        "--out", str(tmp_path / "run"), "--no-progress",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-2000:]
+    refused = plangraph_cli("eval", str(tmp_path / "run"), "--episodes", "1", cwd=tmp_path)
+    assert refused.returncode == 2
+    assert "unknown algorithm 'reinforce'" in refused.stderr
+    assert f"pass --import {MY_ALGOS}" in refused.stderr

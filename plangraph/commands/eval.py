@@ -96,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _play(args: argparse.Namespace) -> int:
-    from plangraph.errors import BuildError
+    from plangraph.errors import BuildError, CheckpointError
     from plangraph.runtime.trained_policy import load_policy
     from plangraph.runtime.video import VideoWriter, check_video_extra
 
@@ -108,13 +108,16 @@ def _play(args: argparse.Namespace) -> int:
         os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
     try:
         agent = load_policy(args.path, env=args.env, best=args.best)
-    except BuildError as exc:
-        if "not a registered gymnasium env" not in str(exc):
+    except (BuildError, CheckpointError) as exc:
+        # Names the run registered itself (an env, an algorithm, a model type): say what
+        # to --import; a run directory never imports code on its own.
+        unregistered = ("not a registered gymnasium env", "unknown algorithm", "unknown model")
+        if not any(text in str(exc) for text in unregistered):
             raise
         from plangraph.commands.run_args import RUN_ARGS_FILE, registration_hint
 
         run_dir = args.path if (args.path / RUN_ARGS_FILE).is_file() else args.path.parent.parent
-        raise BuildError(f"{exc}{registration_hint(run_dir)}") from None
+        raise type(exc)(f"{exc}{registration_hint(run_dir)}") from None
     writer = None
     if args.video is not None:
         probe = agent.env()

@@ -84,10 +84,10 @@ def read_run_args(run_dir: Path) -> RunArgs:
 
 
 def registration_hint(run_dir: Path) -> str:
-    """For an env the run may have registered itself: ``"; if the run's plan or modules
-    registered it, pass --import P.py"`` (its Python plan and ``--import`` modules, from
-    ``run_dir/run.json``); ``""`` when there are none. Never imports anything: it only
-    names what to pass."""
+    """For an env, algorithm or model type the run may have registered itself: ``"; if
+    the run's plan or modules registered it, pass --import P.py"`` (its Python plan and
+    ``--import`` modules, from ``run_dir/run.json``); ``""`` when there are none. Never
+    imports anything: it only names what to pass."""
     flags = import_flags(run_dir)
     if not flags:
         return ""
