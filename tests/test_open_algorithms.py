@@ -156,3 +156,15 @@ def test_eval_of_a_user_algorithms_run_says_what_to_import(tmp_path: Path) -> No
     assert refused.returncode == 2
     assert "unknown algorithm 'reinforce'" in refused.stderr
     assert f"pass --import {MY_ALGOS}" in refused.stderr
+
+
+def test_a_user_algorithms_declared_rows_are_what_it_samples() -> None:
+    from plangraph.rl.rollout_worker import RolloutWorker
+    from plangraph.rl.row_layout import sample_row_layout
+
+    import_user_modules([str(MY_ALGOS)])
+    config = {"algo": "reinforce", "model": {"type": "gated_mlp"}}
+    worker = RolloutWorker("CartPole-v1", 2, 8, config, seed=0)
+    batch = worker.sample()
+    layout = sample_row_layout(worker.observation_space, worker.action_space, config)
+    assert {k: (tuple(batch[k].shape[1:]), batch[k].dtype) for k in batch.keys()} == layout

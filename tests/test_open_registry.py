@@ -119,3 +119,22 @@ def test_a_copy_learns_exactly_as_its_original(algo: str, copies: dict[str, str]
         np.testing.assert_array_equal(batch_a[key], batch_b[key], err_msg=key)
     for key, value in weights_a.items():
         np.testing.assert_array_equal(value, weights_b[key], err_msg=key)
+
+
+@pytest.mark.parametrize("algo", BUILTINS)
+def test_the_declared_row_layout_is_what_sampling_gives(algo: str) -> None:
+    """An algorithm's ``sample_columns`` (what sizes a replay buffer before launch) names
+    exactly the columns, row shapes and dtypes its learner's sampling produces."""
+    from plangraph.rl.rollout_worker import RolloutWorker
+    from plangraph.rl.row_layout import sample_row_layout
+
+    spec = algorithm(algo)
+    env = "CartPole-v1" if "Discrete" in spec.config.action_spaces else "Pendulum-v1"
+    for config in ({"algo": algo}, {"algo": algo, "n_step": 3}):
+        if "n_step" in config and "n_step" not in spec.config.model_fields:
+            continue
+        worker = RolloutWorker(env, 2, 8, config, seed=0)
+        batch = worker.sample()
+        layout = sample_row_layout(worker.observation_space, worker.action_space, config)
+        got = {k: (tuple(batch[k].shape[1:]), batch[k].dtype) for k in batch.keys()}
+        assert got == layout, config

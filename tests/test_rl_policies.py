@@ -318,3 +318,38 @@ def test_each_policy_class_takes_its_own_config_model_only() -> None:
         A2CPolicy(CARTPOLE_OBS, TWO_ACTIONS, PPOConfig())
     with pytest.raises(TypeError, match="got dict; make_policy"):
         A2CPolicy(CARTPOLE_OBS, TWO_ACTIONS, {"algo": "a2c"})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("algo", ["dqn", "appo", "sac"])
+def test_held_modules_such_as_target_networks_survive_a_checkpoint(algo: str) -> None:
+    """``TorchPolicy.get_state`` saves every module a policy holds besides its model (no
+    code of the algorithm's own), and reads the layout of earlier checkpoints too."""
+    env = "Pendulum-v1" if algo == "sac" else "CartPole-v1"
+    config = {"algo": algo, "hiddens": [8]}
+    worker = RolloutWorker(env, 2, 8, config, seed=0)
+    policy = worker.policy
+    held = policy.held_modules()
+    assert held and all("target" in name for name in held)
+    for module in held.values():  # make the targets differ from any fresh policy's
+        with torch.no_grad():
+            for p in module.parameters():
+                p.add_(1.0)
+    state = policy.get_state()
+    assert set(state["modules"]) == set(held)
+
+    def restored(saved: dict) -> dict:
+        fresh = make_policy(worker.observation_space, worker.action_space, config, seed=9)
+        fresh.set_state(saved)
+        return {n: m.state_dict() for n, m in fresh.held_modules().items()}
+
+    def same(a: dict, b: dict) -> None:
+        for name in a:
+            for key, value in a[name].items():
+                assert torch.equal(value, b[name][key]), (name, key)
+
+    expected = {n: m.state_dict() for n, m in held.items()}
+    same(restored(state), expected)
+    legacy = {k: v for k, v in state.items() if k != "modules"}
+    weights = list(state["modules"].values())
+    legacy["target_weights"] = weights if len(weights) > 1 else weights[0]
+    same(restored(legacy), expected)

@@ -47,7 +47,7 @@ from plangraph.ops.builtin.train import (
 from plangraph.ops.declare import register_op
 from plangraph.ops.models import ModelSettings, model_types, register_model, unregister_model
 from plangraph.ops.multi_agent_envs import register_multi_agent_env
-from plangraph.ops.policies import ActorCriticConfig, AlgorithmConfig
+from plangraph.ops.policies import ActorCriticConfig, AlgorithmConfig, ColumnLayout
 from plangraph.ops.registry import (
     APPLY_MODES,
     CATEGORIES,
@@ -86,6 +86,7 @@ __all__ = [
     "AsyncGradients",
     "AverageGradients",
     "Batch",
+    "ColumnLayout",
     "ComputeGradients",
     "ConcatBatches",
     "Concurrently",

@@ -186,6 +186,13 @@ class TorchPolicy(Generic[ConfigT]):
         self._optimizers: dict[str, torch.optim.Optimizer] | None = None
 
     @property
+    def action_rng(self) -> np.random.Generator:
+        """The seeded generator to act with (exploration noise, sampling actions): derived
+        from the policy's seed, separate per rollout worker, saved in checkpoints and in
+        a worker's sampling state."""
+        return self._action_rng
+
+    @property
     def config(self) -> ConfigT:
         """The algorithm's config model (read-only: the policy was built for it)."""
         return self._config
@@ -549,10 +556,35 @@ class TorchPolicy(Generic[ConfigT]):
         self._action_rng.bit_generator.state = state["action_rng"]
         self.set_global_vars({"timestep": state["global_timestep"]})
 
+    def held_modules(self) -> dict[str, torch.nn.Module]:
+        """Every torch module the policy holds besides ``model``, by attribute name: an
+        attribute that is a module (``target_model``) or a list of modules
+        (``target_critics.0``, ``target_critics.1``). ``get_state`` saves them and
+        ``set_state`` restores them, so a target network survives a checkpoint without
+        code of its own."""
+        out: dict[str, torch.nn.Module] = {}
+        for name, value in vars(self).items():
+            if name == "model":
+                continue
+            if isinstance(value, torch.nn.Module):
+                out[name] = value
+            elif (
+                isinstance(value, list | tuple)
+                and value
+                and all(isinstance(v, torch.nn.Module) for v in value)
+            ):
+                out.update({f"{name}.{i}": v for i, v in enumerate(value)})
+        return dict(sorted(out.items()))
+
     def get_state(self) -> dict[str, Any]:
-        """Everything to resume learning: weights, optimizer, global vars, RNG states."""
+        """Everything to resume learning: weights, the other modules it holds
+        (``held_modules``: target networks), optimizers, global vars, RNG states."""
         return {
             "weights": self.get_weights(),
+            "modules": {
+                name: {k: v.detach().cpu().numpy().copy() for k, v in m.state_dict().items()}
+                for name, m in self.held_modules().items()
+            },
             "optimizers": {
                 name: copy.deepcopy(opt.state_dict()) for name, opt in self.optimizers.items()
             },
@@ -564,6 +596,25 @@ class TorchPolicy(Generic[ConfigT]):
     def set_state(self, state: Mapping[str, Any]) -> None:
         """Restore ``get_state()``."""
         self.set_weights(state["weights"])
+        held = self.held_modules()
+        modules = state.get("modules")
+        if modules is None and "target_weights" in state:
+            # Checkpoints written before held modules were saved by this class: the
+            # algorithm saved its target network(s) as "target_weights".
+            legacy = state["target_weights"]
+            modules = dict(zip(held, legacy if isinstance(legacy, list) else [legacy], strict=True))
+        missing = sorted(set(held) - set(modules or {}))
+        if missing:
+            raise ValueError(
+                f"the saved state has no weights for {missing} of {type(self).__name__}; "
+                "it was saved by another policy class"
+            )
+        for name, module in held.items():
+            assert modules is not None  # missing is empty
+            device = next(iter(module.parameters()), torch.zeros(0)).device
+            module.load_state_dict(
+                {k: torch.tensor(np.asarray(v), device=device) for k, v in modules[name].items()}
+            )
         # deepcopy: torch keeps references to same-dtype tensors, so two policies restored
         # from one state would otherwise share (and both mutate) the Adam moments.
         saved = state["optimizers"] if "optimizers" in state else {"optimizer": state["optimizer"]}

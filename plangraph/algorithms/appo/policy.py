@@ -37,7 +37,6 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
 import torch
 from torch.distributions import kl_divergence
 
@@ -137,16 +136,10 @@ class APPOPolicy(VTracePolicy[APPOConfig]):
 
     def get_state(self) -> dict[str, Any]:
         state = super().get_state()
-        state["target_weights"] = {
-            k: v.detach().cpu().numpy().copy() for k, v in self.target_model.state_dict().items()
-        }
         state["kl_coeff"] = self.kl_coeff
         return state
 
     def set_state(self, state: Mapping[str, Any]) -> None:
         super().set_state(state)
-        self.target_model.load_state_dict(
-            {k: torch.tensor(np.asarray(v)) for k, v in state["target_weights"].items()}
-        )
         self.kl_coeff = float(state["kl_coeff"])
         self._last_kl = None

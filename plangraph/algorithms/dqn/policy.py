@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from typing import Any
 
 import numpy as np
 import torch
@@ -186,16 +185,3 @@ class DQNPolicy(TorchPolicy[DQNConfig]):
             "epsilon": self.epsilon,
             "td_error": td.detach().cpu().numpy().astype(np.float32),
         }
-
-    def get_state(self) -> dict[str, Any]:
-        state = super().get_state()
-        state["target_weights"] = {
-            k: v.detach().cpu().numpy().copy() for k, v in self.target_model.state_dict().items()
-        }
-        return state
-
-    def set_state(self, state: Mapping[str, Any]) -> None:
-        super().set_state(state)
-        self.target_model.load_state_dict(
-            {k: torch.tensor(np.asarray(v)) for k, v in state["target_weights"].items()}
-        )

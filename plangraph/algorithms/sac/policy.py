@@ -296,15 +296,9 @@ class SACPolicy(TorchPolicy[SACConfig]):
     # --- state ------------------------------------------------------------------------
     def get_state(self) -> dict[str, Any]:
         state = super().get_state()
-        state["target_weights"] = [
-            {k: v.detach().numpy().copy() for k, v in q.state_dict().items()}
-            for q in self.target_critics
-        ]
         state["torch_rng"] = self._torch_gen.get_state().numpy().copy()
         return state
 
     def set_state(self, state: Mapping[str, Any]) -> None:
         super().set_state(state)
-        for q, weights in zip(self.target_critics, state["target_weights"], strict=True):
-            q.load_state_dict({k: torch.tensor(np.asarray(v)) for k, v in weights.items()})
         self._torch_gen.set_state(torch.from_numpy(np.asarray(state["torch_rng"])))
