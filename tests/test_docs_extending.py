@@ -18,7 +18,7 @@ fence is an error. The examples:
   ``train_reinforce.py`` is built with 2 remote rollout workers (the session's real Ray,
   ``ray_session``) and trained for 2 iterations. The script's ``__main__`` block, which
   trains to a mean return of 150 with the same calls, is not run.
-* ``snippets`` (``my_ops.py``, ``my_checks.py``, ``my_envs.py``): the reference section's
+* ``snippets`` (``my_ops.py``, ``my_checks.py``, ``my_wrappers.py``): the reference section's
   operator, compiler check and env, imported in a fresh interpreter (a registered check
   would otherwise run on every later test's plans) and exercised there.
 """
@@ -96,7 +96,7 @@ def test_the_page_marks_both_examples_and_each_file_parses() -> None:
     assert {name: sorted(files) for name, files in EXAMPLES.items()} == {
         "own_network": ["my_net.py", "plan.json"],
         "own_algorithm": ["check_returns.py", "my_algo.py", "train_reinforce.py"],
-        "snippets": ["my_checks.py", "my_envs.py", "my_ops.py"],
+        "snippets": ["my_checks.py", "my_ops.py", "my_wrappers.py"],
     }
     for files in EXAMPLES.values():
         for file, source in files.items():
@@ -189,7 +189,7 @@ def test_own_algorithm_example_checks_its_returns_and_trains_on_two_remote_worke
     assert results[-1]["episodes_total"] > 0
 
 
-def test_reference_snippets_register_an_operator_a_check_and_an_env(tmp_path: Path) -> None:
+def test_reference_snippets_register_an_operator_a_check_and_a_wrapper(tmp_path: Path) -> None:
     write_example("snippets", tmp_path)
     plan = json.loads((ROOT / "plans" / "ppo.json").read_text(encoding="utf-8"))
     plan.pop("$schema")
@@ -200,8 +200,9 @@ def test_reference_snippets_register_an_operator_a_check_and_an_env(tmp_path: Pa
 import json, types
 import gymnasium as gym
 import numpy as np
-import my_checks, my_envs, my_ops
+import my_checks, my_ops, my_wrappers
 import plangraph
+from plangraph.ops.wrappers import WrapperSpec, wrapped_env
 
 out = {}
 for batch_size in (256, 1024):
@@ -209,7 +210,7 @@ for batch_size in (256, 1024):
     out[batch_size] = [[d.code, d.node, d.pointer] for d in c.diagnostics if d.is_error]
 clip = my_ops.clip_rewards(types.SimpleNamespace(limit=0.5))
 out["clipped"] = clip({"rewards": np.array([-2.0, 0.25, 3.0], np.float32)})["rewards"].tolist()
-env = gym.make("ScaledCartPole-v1")
+env = wrapped_env(gym.make("CartPole-v1"), [WrapperSpec(name="scale_by", params={"factor": 0.01})])
 env.reset(seed=0)
 out["reward"] = env.step(0)[1]
 print(json.dumps(out))

@@ -168,3 +168,20 @@ def test_a_user_algorithms_declared_rows_are_what_it_samples() -> None:
     batch = worker.sample()
     layout = sample_row_layout(worker.observation_space, worker.action_space, config)
     assert {k: (tuple(batch[k].shape[1:]), batch[k].dtype) for k in batch.keys()} == layout
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_a_user_wrapper_wraps_the_envs_of_remote_workers() -> None:
+    import_user_modules([str(MY_ALGOS)])
+    plan = _plan({"algo": "ppo"}, train_batch_size=512, sgd_minibatch_size=128)
+    params = plan["resources"]["workers"]["params"]
+    params["wrappers"] = [{"name": "halve_reward", "params": {"factor": 0.5}}]
+    params["rollout_fragment_length"] = 32
+    compiled = plangraph.compile(plangraph.Plan.model_validate(plan))
+    with plangraph.build(compiled, seed=0) as algo:
+        assert len(algo.ctx.worker_sets["workers"].remote_workers) == 2
+        results = [algo.train() for _ in range(3)]
+    # CartPole pays 1 per env step: halved, episodes return half their length.
+    last = results[-1]
+    assert last["episodes_total"] > 0
+    assert last["episode_return_mean"] == pytest.approx(last["episode_len_mean"] / 2)

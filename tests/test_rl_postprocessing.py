@@ -150,3 +150,24 @@ def test_n_step_returns_with_n_1_are_the_rewards_and_vectorise_over_sub_envs() -
         col, col_steps = compute_n_step_returns(rewards[:, k], cont[:, k], 2, G)
         np.testing.assert_array_equal(two[:, k], col)
         np.testing.assert_array_equal(steps[:, k], col_steps)
+
+
+def test_a_fragments_successor_observations_where_asked_are_those_of_next_obs() -> None:
+    from plangraph.rl.postprocessing import Fragment
+
+    obs = np.arange(2 * 4, dtype=np.float32).reshape(2, 4, 1)
+    terminated = np.zeros((2, 4), dtype=bool)
+    continues = np.ones((2, 4), dtype=bool)
+    continues[:, -1] = False
+    continues[0, 1] = False  # sub-env 0's episode ended at t = 1 (final obs 100)
+    terminated[0, 1] = True
+    fragment = Fragment(
+        {"obs": obs, "terminateds": terminated},
+        continues,
+        last_obs=np.array([[50.0], [60.0]], np.float32),
+        successors={(0, 1): np.array([100.0], np.float32)},
+    )
+    assert fragment.next_obs[..., 0].tolist() == [[1, 100, 3, 50], [5, 6, 7, 60]]
+    mask = ~continues
+    np.testing.assert_array_equal(fragment.next_obs_where(mask), fragment.next_obs[mask])
+    assert fragment.next_obs_where(np.zeros((2, 4), dtype=bool)).shape == (0, 1)

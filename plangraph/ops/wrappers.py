@@ -19,7 +19,7 @@ workers, synced with each weight broadcast and saved in checkpoints), ``time_lim
 from __future__ import annotations
 
 import importlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,28 +34,38 @@ __all__ = ["WrapperKind", "WrapperSpec", "all_wrappers", "register_wrapper", "wr
 @dataclass(frozen=True)
 class WrapperKind:
     """A registered wrapper: ``name``, its ``params`` model, its ``builder``
-    (``"module:function"``) and a one-line ``doc``."""
+    (``builder(env, **params) -> gymnasium.Env``, or ``"module:function"`` text of it,
+    imported where envs are made), a one-line ``doc``, and whether it is plangraph's own
+    (``builtin``). A user's kind travels to the rollout workers with the run
+    (``plangraph.rl.registrations``)."""
 
     name: str
     params: type[BaseModel]
-    builder: str
+    builder: str | Callable[..., Any]
     doc: str = ""
+    builtin: bool = False
 
 
 _REGISTRY: dict[str, WrapperKind] = {}
 
 
 def register_wrapper(kind: WrapperKind) -> WrapperKind:
-    """Make ``kind.name`` usable in plans' ``wrappers``.
+    """Make ``kind.name`` usable in plans' ``wrappers``. Registering a user's name again
+    replaces the earlier kind (a module imported twice).
 
     Raises:
-        ValueError: the name is taken, or ``builder`` is not ``"module:function"``.
+        ValueError: the name is a built-in wrapper's, or ``builder`` is text that is not
+            ``"module:function"``.
     """
-    if kind.name in _REGISTRY:
-        raise ValueError(f"a wrapper named {kind.name!r} is already registered")
-    module, sep, func = kind.builder.partition(":")
-    if not (module and sep and func):
-        raise ValueError(f"builder must be 'module:function', got {kind.builder!r}")
+    old = _REGISTRY.get(kind.name)
+    if old is not None and old.builtin and not kind.builtin:
+        raise ValueError(f"{kind.name!r} is a built-in wrapper; register yours under another name")
+    if isinstance(kind.builder, str):
+        module, sep, func = kind.builder.partition(":")
+        if not (module and sep and func):
+            raise ValueError(f"builder must be 'module:function', got {kind.builder!r}")
+    elif not callable(kind.builder):
+        raise ValueError(f"builder must be callable or 'module:function', got {kind.builder!r}")
     _REGISTRY[kind.name] = kind
     return kind
 
@@ -110,7 +120,7 @@ class WrapperSpec(BaseModel):
         """``params`` with the wrapper's defaults filled in."""
         return _REGISTRY[self.name].params.model_validate(self.params).model_dump()
 
-    def builder(self) -> str:
+    def builder(self) -> str | Callable[..., Any]:
         return _REGISTRY[self.name].builder
 
 
@@ -199,13 +209,16 @@ for _kind in (
         "Truncate episodes after max_episode_steps (gymnasium TimeLimit).",
     ),
 ):
-    register_wrapper(_kind)
+    register_wrapper(WrapperKind(_kind.name, _kind.params, _kind.builder, _kind.doc, builtin=True))
 
 
 def wrapped_env(env: Any, wrappers: Sequence[WrapperSpec]) -> Any:
     """``env`` (a ``gymnasium.Env``) inside each of ``wrappers``, the first innermost; each
     builder is imported by its ``"module:function"`` path."""
     for spec in wrappers:
-        module, _, func = spec.builder().partition(":")
-        env = getattr(importlib.import_module(module), func)(env, **spec.validated_params())
+        builder = spec.builder()
+        if isinstance(builder, str):
+            module, _, func = builder.partition(":")
+            builder = getattr(importlib.import_module(module), func)
+        env = builder(env, **spec.validated_params())
     return env

@@ -230,6 +230,25 @@ class Fragment:
             out[k, t] = value
         return out
 
+    def next_obs_where(self, mask: np.ndarray) -> np.ndarray:
+        """``next_obs[mask]`` for a bool ``[N, T]`` mask, rows in ``(n, t)`` order, without
+        building all of ``next_obs``: a fragment of images need not be copied for a few
+        bootstrap observations."""
+        obs = self.columns[SampleBatch.OBS]
+        _, horizon = self.shape
+        rows = []
+        for k, t in zip(*np.nonzero(mask), strict=True):
+            key = (int(k), int(t))
+            if key in self.successors:
+                rows.append(self.successors[key])
+            elif t == horizon - 1:
+                rows.append(self.last_obs[k])
+            else:
+                rows.append(obs[k, t + 1])
+        if not rows:
+            return np.empty((0, *obs.shape[2:]), dtype=obs.dtype)
+        return np.stack(rows).astype(obs.dtype, copy=False)
+
 
 def gae_columns(
     fragment: Fragment,
