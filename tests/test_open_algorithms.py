@@ -185,3 +185,21 @@ def test_a_user_wrapper_wraps_the_envs_of_remote_workers() -> None:
     last = results[-1]
     assert last["episodes_total"] > 0
     assert last["episode_return_mean"] == pytest.approx(last["episode_len_mean"] / 2)
+
+
+def test_ops_describes_a_user_algorithm_and_model_type(tmp_path: Path) -> None:
+    algo = plangraph_cli("ops", "reinforce", "--import", str(MY_ALGOS), cwd=tmp_path)
+    assert algo.returncode == 0, algo.stderr
+    assert "reinforce  [policy ReinforceConfig" in algo.stdout
+    assert (
+        "can: gradients" in algo.stdout and "acts in: Box, Discrete, MultiDiscrete" in algo.stdout
+    )
+    model = plangraph_cli(
+        "ops", "gated_mlp", "--import", str(MY_ALGOS), "--format", "json", cwd=tmp_path
+    )
+    assert model.returncode == 0, model.stderr
+    described = json.loads(model.stdout)
+    assert described["kind"] == "model" and not described["builtin"]
+    assert {p["name"] for p in described["params"]} >= {"width", "depth"}
+    listing = plangraph_cli("ops", "--import", str(MY_ALGOS), cwd=tmp_path)
+    assert "reinforce" in listing.stdout and "gated_mlp" in listing.stdout

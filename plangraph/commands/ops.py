@@ -36,10 +36,12 @@ def run(args: argparse.Namespace) -> int:
     from plangraph.ops import all_ops, all_resource_kinds, get_op
     from plangraph.ops.describe import (
         catalog_text,
+        describe_model_type,
         describe_op,
         describe_policy,
         describe_resource_kind,
         find_policy,
+        model_type_text,
         op_text,
         policy_configs,
         policy_text,
@@ -68,15 +70,23 @@ def run(args: argparse.Namespace) -> int:
         else:
             sys.stdout.write(policy_text(algo))
         return 0
+    from plangraph.ops.models import model_types
+
+    if args.name in model_types():
+        if args.format == "json":
+            print(json.dumps(describe_model_type(args.name), indent=2))
+        else:
+            sys.stdout.write(model_type_text(args.name))
+        return 0
     if args.name not in all_ops():
         from plangraph.text import close_matches
 
-        names = [*all_ops(), *kinds, *policy_configs()]
+        names = [*all_ops(), *kinds, *policy_configs(), *model_types()]
         close = close_matches(args.name, names)
         hint = f"; did you mean {', '.join(close)}?" if close else ""
         print(
-            f"plangraph ops: error: {args.name!r} is no operator, resource kind or policy"
-            f"{hint} (`plangraph ops` lists them)",
+            f"plangraph ops: error: {args.name!r} is no operator, resource kind, policy or "
+            f"model type{hint} (`plangraph ops` lists them)",
             file=sys.stderr,
         )
         return 2

@@ -13,7 +13,7 @@ from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
 from plangraph.ops.algorithms import algorithms
-from plangraph.ops.models import ModelSettings
+from plangraph.ops.models import ModelSettings, model_types
 from plangraph.ops.policies import AlgorithmConfig
 from plangraph.ops.registry import OpSignature, ResourceKind
 
@@ -241,14 +241,46 @@ def describe_policy(algo: str) -> dict[str, Any]:
     """A policy config (the ``policy`` of a ``WorkerSet``) as JSON data."""
     model = policy_configs()[algo]
     doc = inspect.cleandoc(model.__doc__ or "")
+    spec = algorithms()[algo]
     return {
         "name": algo,
         "kind": "policy",
         "config": model.__name__,
+        "builtin": spec.builtin,
         "summary": summary(doc),
         "doc": doc,
+        "capabilities": sorted(model.capabilities),
+        "action_spaces": sorted(model.action_spaces),
+        "needs_bounded_actions": model.needs_bounded_actions,
+        "observation_spaces": sorted(model.observation_spaces),
+        "model_types": None if model.model_types is None else sorted(model.model_types),
+        "learns_from": model.learns_from,
         "params": describe_params(model),
     }
+
+
+def describe_model_type(name: str) -> dict[str, Any]:
+    """A registered model type (a policy's ``model``) as JSON data."""
+    spec = model_types()[name]
+    doc = inspect.cleandoc(spec.config.__doc__ or "")
+    return {
+        "name": name,
+        "kind": "model",
+        "config": spec.config.__name__,
+        "builtin": spec.builtin,
+        "summary": summary(doc),
+        "doc": doc,
+        "params": describe_params(spec.config),
+    }
+
+
+def model_type_text(name: str) -> str:
+    """A page of text about one model type: doc, settings, how a plan names it."""
+    d = describe_model_type(name)
+    lines = [f'{name}  [model {d["config"]}: a policy\'s "model" with "type": "{name}"]', ""]
+    lines += ["  " + x if x else "" for x in plain_text(d["doc"]).splitlines()]
+    lines += ["", *_param_lines(d["params"])]
+    return "\n".join(lines) + "\n"
 
 
 def policy_text(algo: str) -> str:
@@ -259,6 +291,15 @@ def policy_text(algo: str) -> str:
         "",
     ]
     lines += ["  " + x if x else "" for x in plain_text(d["doc"]).splitlines()]
+    bounded = " with finite bounds" if d["needs_bounded_actions"] else ""
+    models = "any registered type" if d["model_types"] is None else ", ".join(d["model_types"])
+    lines += [
+        "",
+        f"  can: {', '.join(d['capabilities']) or 'nothing beyond training'}",
+        f"  acts in: {', '.join(d['action_spaces'])} action spaces{bounded}; reads "
+        f"{', '.join(d['observation_spaces'])} observations; models: {models}",
+        f"  learns from: {d['learns_from']}",
+    ]
     lines += ["", *_param_lines(d["params"])]
     lines.append(
         "  set from the command line: --set resources.ID.policy.PARAM=VALUE (or "
@@ -309,5 +350,6 @@ def catalog_text(sigs: dict[str, OpSignature]) -> str:
         "",
         f"resource kinds: {', '.join(all_resource_kinds())} (plangraph ops KIND)",
         f"policies (a WorkerSet's policy.algo): {', '.join(policy_configs())} (plangraph ops ALGO)",
+        f"model types (a policy's model.type): {', '.join(model_types())} (plangraph ops TYPE)",
     ]
     return "\n".join(lines) + "\n"
