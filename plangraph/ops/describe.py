@@ -225,7 +225,7 @@ def _holds_policy(annotation: Any) -> bool:
     return any(_holds_policy(a) for a in typing.get_args(annotation))
 
 
-def policy_configs() -> dict[str, type[BaseModel]]:
+def policy_configs() -> dict[str, type[AlgorithmConfig]]:
     """Policy config model by ``algo``: every registered algorithm
     (``plangraph.ops.algorithms``), built-in or a user's."""
     return {name: spec.config for name, spec in algorithms().items()}
