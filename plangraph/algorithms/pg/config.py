@@ -21,9 +21,10 @@ class PGConfig(ActorCriticConfig):
     )
     entropy_coeff: float = Field(0.0, ge=0.0, description="Weight of the entropy bonus.")
     normalize_advantages: bool = Field(
-        True,
+        False,
         description="Standardise the advantages G - V(s) over each train batch before the "
-        "policy term (mean 0, std 1).",
+        "policy term (mean 0, std 1). Off by default, as RLlib's PG: near the optimum the "
+        "advantages are mostly noise, which standardising scales back up.",
     )
 
     capabilities: ClassVar[frozenset[str]] = frozenset({"gradients"})
