@@ -24,6 +24,7 @@ NAMES = (
     "dqn",
     "impala",
     "impala_pong",
+    "pg",
     "ppo",
     "ppo_halfcheetah",
     "ppo_multiagent",

@@ -103,7 +103,7 @@ def test_the_compiler_refuses_sac_where_it_cannot_act() -> None:
     )
     (problem,) = space_problems(SACConfig(), unbounded)
     assert problem.code == "PG183" and "infinite bounds" in problem.message
-    assert "a2c, appo, impala, ppo" in problem.hint
+    assert "a2c, appo, impala, pg, ppo" in problem.hint
 
 
 def test_sac_gradients_of_three_optimizers_apply_as_one_update() -> None:

@@ -40,6 +40,7 @@ SEED_PLANS = (
     "ppo",
     "a2c",
     "a2c_microbatch",
+    "pg",
     "dqn",
     "impala",
     "appo",

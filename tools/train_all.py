@@ -53,6 +53,7 @@ BUDGETS: dict[str, int] = {
     "dqn": 200_000,
     "a2c": 500_000,
     "a2c_microbatch": 500_000,
+    "pg": 500_000,
     "impala": 1_000_000,
     "appo": 1_000_000,
     "a3c": 1_000_000,

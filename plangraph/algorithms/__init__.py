@@ -9,6 +9,6 @@ Importing this package (``plangraph.ops`` does) registers them all; it imports n
 
 from __future__ import annotations
 
-from plangraph.algorithms import a2c, appo, dqn, impala, ppo, sac
+from plangraph.algorithms import a2c, appo, dqn, impala, pg, ppo, sac
 
-__all__ = ["a2c", "appo", "dqn", "impala", "ppo", "sac"]
+__all__ = ["a2c", "appo", "dqn", "impala", "pg", "ppo", "sac"]

@@ -1,9 +1,12 @@
 """What every algorithm shares: ``SampleBatch``, postprocessing, the learner bases, rollout
 workers, replay. The public learner API for writing an algorithm (``docs/extending.md``):
 ``TorchPolicy`` and ``ActorCriticPolicy`` (the learner bases), ``Fragment`` (what the
-``postprocess_fragment`` hook sees) with ``gae_columns``, ``segment_columns`` and
-``transition_columns``, ``SampleBatch``, ``Stats``, ``inference``, ``soft_update``,
-``mlp`` and ``build_encoder`` (a registered model type's torch module).
+``postprocess_fragment`` hook sees) with ``gae_columns``, ``segment_columns``,
+``transition_columns`` and ``compute_returns``, ``SampleBatch``, ``Stats``, ``inference``,
+``soft_update``, ``mlp`` and ``build_encoder`` (a registered model type's torch module),
+``explained_variance`` (a stat) and ``AdvantageNormTerms`` (the split gradient a policy
+returns from ``advantage_norm_terms`` so that microbatches standardise advantages by
+their whole train batch).
 
 Import-light: importing ``plangraph.rl`` loads neither torch, ray nor gymnasium; each name
 below is imported from its module on first attribute access. The built-in algorithms'
@@ -36,6 +39,8 @@ _EXPORTS: dict[str, str] = {
     "Stats": "plangraph.rl.policy",
     "inference": "plangraph.rl.policy",
     "ActorCriticPolicy": "plangraph.rl.actor_critic",
+    "explained_variance": "plangraph.rl.actor_critic",
+    "AdvantageNormTerms": "plangraph.rl.advantage_norm",
     "Fragment": "plangraph.rl.postprocessing",
     "gae_columns": "plangraph.rl.postprocessing",
     "segment_columns": "plangraph.rl.postprocessing",
@@ -59,6 +64,7 @@ _EXPORTS: dict[str, str] = {
 
 __all__ = [
     "ActorCriticPolicy",
+    "AdvantageNormTerms",
     "Fragment",
     "MultiAgentBatch",
     "MultiAgentCartPole",
@@ -78,6 +84,7 @@ __all__ = [
     "compute_gae",
     "compute_returns",
     "derive_seeds",
+    "explained_variance",
     "gae_columns",
     "inference",
     "make_policy",
@@ -89,7 +96,8 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from plangraph.rl.actor_critic import ActorCriticPolicy
+    from plangraph.rl.actor_critic import ActorCriticPolicy, explained_variance
+    from plangraph.rl.advantage_norm import AdvantageNormTerms
     from plangraph.rl.models import build_encoder, mlp, soft_update
     from plangraph.rl.multi_agent_batch import MultiAgentBatch
     from plangraph.rl.multi_agent_env import MultiAgentCartPole
