@@ -125,9 +125,9 @@ def test_ppo_reports_the_entropy_it_trains_on_only_when_its_coefficient_is_not_z
     losses, stats = {}, {}
     for coeff in (0.0, 0.5):
         policy = make_policy(CARTPOLE_OBS, TWO_ACTIONS, PPOConfig(entropy_coeff=coeff), seed=1)
-        loss, stats[coeff] = policy.compute_loss(policy._tensors(batch))
+        loss, stats[coeff] = policy.compute_loss(policy.tensors(batch))
         losses[coeff] = loss.item()
-        _, quiet = policy.compute_loss(policy._tensors(batch), with_stats=False)
+        _, quiet = policy.compute_loss(policy.tensors(batch), with_stats=False)
         assert quiet == {}
     assert stats[0.0]["entropy"] == stats[0.5]["entropy"] > 0.0
     assert losses[0.5] == pytest.approx(losses[0.0] - 0.5 * stats[0.0]["entropy"], rel=1e-5)

@@ -299,7 +299,15 @@ class TorchPolicy(Generic[ConfigT]):
                 group["lr"] = lr
 
     # --- batches ----------------------------------------------------------------------
-    def _tensors(self, batch: SampleBatch) -> dict[str, torch.Tensor]:
+    def tensors(self, batch: SampleBatch) -> dict[str, torch.Tensor]:
+        """The ``loss_columns`` of ``batch`` as tensors on the learner's device (zero-copy
+        views on the CPU: never write to them), those of ``optional_loss_columns`` only
+        where the batch has them.
+
+        Raises:
+            KeyError: a required loss column is missing (the message says which, and asks
+                whether the batch was postprocessed for this algorithm).
+        """
         cols = [c for c in self.loss_columns if c in batch]
         missing = [
             c for c in self.loss_columns if c not in batch and c not in self.optional_loss_columns
@@ -349,14 +357,14 @@ class TorchPolicy(Generic[ConfigT]):
             ]
         return out, stats
 
-    def _param_grads(self, loss: torch.Tensor, retain_graph: bool) -> list[np.ndarray]:
-        """``d loss / d params`` as float64 numpy arrays (zeros for unused parameters)."""
-        grads = torch.autograd.grad(
-            loss, self._params, retain_graph=retain_graph, allow_unused=True
-        )
+    def param_grads(self, loss: torch.Tensor, retain_graph: bool) -> list[np.ndarray]:
+        """``d loss / d params`` as float64 numpy arrays, one per parameter of every
+        optimizer in ``optimizer_params`` order (zeros for parameters the loss skips)."""
+        params = self._flat_params()
+        grads = torch.autograd.grad(loss, params, retain_graph=retain_graph, allow_unused=True)
         return [
             np.zeros(tuple(p.shape)) if g is None else g.detach().cpu().numpy().astype(np.float64)
-            for g, p in zip(grads, self._params, strict=True)
+            for g, p in zip(grads, params, strict=True)
         ]
 
     def advantage_norm_terms(self, batch: SampleBatch) -> AdvantageNormTerms | None:
@@ -400,7 +408,7 @@ class TorchPolicy(Generic[ConfigT]):
             ``(grads, stats)``: one float32 array per parameter, in ``model.parameters()``
             order, and the learner stats of the batch.
         """
-        per_optimizer, stats = self._grads(self._tensors(batch))
+        per_optimizer, stats = self._grads(self.tensors(batch))
         missing = sorted(set(self.optimizer_params()) - set(per_optimizer))
         if missing:
             raise ValueError(
@@ -443,7 +451,7 @@ class TorchPolicy(Generic[ConfigT]):
 
     def learn_on_batch(self, batch: SampleBatch) -> Stats:
         """One optimizer step on the whole batch; learner stats."""
-        stats = self._learn_on_tensors(self._tensors(batch))
+        stats = self._learn_on_tensors(self.tensors(batch))
         stats["num_env_steps_trained"] = batch.count
         stats["num_grad_steps"] = 1
         return stats
@@ -473,7 +481,7 @@ class TorchPolicy(Generic[ConfigT]):
             raise ValueError("cannot train on an empty SampleBatch")
         if num_sgd_iter == 1 and sgd_minibatch_size == 0:
             return self.learn_on_batch(batch)
-        t = self._tensors(batch)
+        t = self.tensors(batch)
         steps = 0
         last: list[tuple[np.ndarray, Stats]] = []
         for epoch in range(num_sgd_iter):

@@ -83,10 +83,10 @@ class A2CPolicy(ActorCriticPolicy[A2CConfig]):
         if not self.config.normalize_advantages:
             return None
         cfg = self.config
-        logp, adv, entropy, values, targets = self._forward(self._tensors(batch))
+        logp, adv, entropy, values, targets = self._forward(self.tensors(batch))
         rest = cfg.vf_loss_coeff * torch.mean((values - targets) ** 2) - cfg.entropy_coeff * entropy
         parts = [
-            self._param_grads(loss, retain)
+            self.param_grads(loss, retain)
             for loss, retain in (
                 (rest, True),
                 (-(logp * adv).mean(), True),

@@ -116,7 +116,7 @@ class VTracePolicy(ActorCriticPolicy[VTraceConfigT]):
             KeyError: a loss column is missing.
             ValueError: the batch's last row does not end a segment.
         """
-        t = self._tensors(batch)
+        t = self.tensors(batch)
         with torch.no_grad():
             inputs, values = self.model.pi_vf(t[_SB.OBS])
             return self._vtrace(t, self.dist(inputs).log_prob(t[_SB.ACTIONS]), values)

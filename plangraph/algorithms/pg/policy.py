@@ -163,11 +163,10 @@ class PGPolicy(ActorCriticPolicy[PGConfig]):
         cfg = self.config
         if not cfg.normalize_advantages:
             return None
-        logp, adv, entropy, values, returns = self._forward(self._batch_tensors(batch))
+        logp, adv, entropy, values, returns = self._forward(self.tensors(batch))
         rest = cfg.vf_loss_coeff * torch.mean((values - returns) ** 2) - cfg.entropy_coeff * entropy
-        params = [p for ps in self.optimizer_params().values() for p in ps]
         parts = [
-            self._grads_of(loss, params, retain)
+            self.param_grads(loss, retain)
             for loss, retain in (
                 (rest, True),
                 (-(logp * adv).mean(), True),
@@ -184,25 +183,3 @@ class PGPolicy(ActorCriticPolicy[PGConfig]):
             adv_mean=mean,
             adv_m2=float(((raw - mean) ** 2).sum()),
         )
-
-    def _batch_tensors(self, batch: SampleBatch) -> dict[str, torch.Tensor]:
-        """The loss columns of ``batch`` as tensors on the learner's device (copies: a
-        batch from Ray's object store is read-only)."""
-        missing = [c for c in self.loss_columns if c not in batch]
-        if missing:
-            raise KeyError(
-                f"PGPolicy needs batch columns {missing}, batch has {sorted(batch.keys())}; "
-                "was the batch postprocessed for algo='pg'?"
-            )
-        return {c: self.to_device(torch.from_numpy(np.array(batch[c]))) for c in self.loss_columns}
-
-    @staticmethod
-    def _grads_of(
-        loss: torch.Tensor, params: list[torch.nn.Parameter], retain_graph: bool
-    ) -> list[np.ndarray]:
-        """``d loss / d params``, float64 arrays (zeros for parameters the loss skips)."""
-        grads = torch.autograd.grad(loss, params, retain_graph=retain_graph, allow_unused=True)
-        return [
-            np.zeros(tuple(p.shape)) if g is None else g.detach().cpu().numpy().astype(np.float64)
-            for g, p in zip(grads, params, strict=True)
-        ]
