@@ -242,7 +242,8 @@ class ReplayActorSet:
         self.restart_policy = RestartPolicy(
             params.max_shard_restarts, params.shard_restart_window_s, backoff_s=0.0
         )
-        self._adds: list[collections.OrderedDict[Any, None]] = [
+        # Per shard: adds in flight, ref -> the plan node that sent it (oldest first).
+        self._adds: list[collections.OrderedDict[Any, str]] = [
             collections.OrderedDict() for _ in range(self.num_shards)
         ]
         self._next_shard = 0
@@ -366,7 +367,7 @@ class ReplayActorSet:
         """
         self._reap(shard, node_id, block=len(self._adds[shard]) >= MAX_PENDING_ADDS)
         ref = self.shards[shard].add.remote(batch)
-        self._adds[shard][ref] = None
+        self._adds[shard][ref] = node_id
         self.stored[shard] += int(count)
         self.inserted += int(count)
 
@@ -393,7 +394,7 @@ class ReplayActorSet:
         done, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
         actor = self.shards[shard]
         for ref in done:
-            pending.pop(ref, None)
+            sender = pending.pop(ref, None) or node_id
             try:
                 ray.get(ref)
             except RayActorError as exc:
@@ -401,14 +402,14 @@ class ReplayActorSet:
                 return
             except RayTaskError as exc:
                 raise RemoteCallError.from_ray_error(
-                    node_id, "add()", f"replay shard {shard} of {self.name!r}", exc
+                    sender, "add()", f"replay shard {shard} of {self.name!r}", exc
                 ) from exc
             except RayError as exc:
                 # The batch could not be read (its object lost with the node or worker that
                 # held it): that batch is lost, the shard is fine and holds fewer env steps.
                 warnings.warn(
                     ReplayShardWarning(
-                        f"plan node {node_id!r}: replay shard {shard} of {self.name!r} could "
+                        f"plan node {sender!r}: replay shard {shard} of {self.name!r} could "
                         f"not read a batch sent to it ({type(exc).__name__}); that batch is "
                         "lost, the run goes on"
                     ),
