@@ -228,6 +228,10 @@ def test_a_wait_for_a_settled_call_is_bounded() -> None:
     with pytest.MonkeyPatch.context() as mp:
         import ray
 
+        def not_yet(*_a: Any, **_k: Any) -> Any:
+            raise ray.exceptions.GetTimeoutError("not yet")
+
+        mp.setattr(ray, "get", not_yet)
         mp.setattr(ray, "wait", lambda refs, **_k: ([], list(refs)))
         pending.add(Never(), "rollout worker 1 of 'workers'", "set_weights()", "train")
         with pytest.raises(WaitTimeoutError, match=r"rollout worker 1 of 'workers' did not"):

@@ -85,7 +85,9 @@ class PendingCalls:
         Without ``settled`` or ``block`` it never waits: one ``ray.wait(timeout=0)`` over
         the pending refs, then ``ray.get`` of the ready ones; the others stay pending.
         ``settled``: the calls sent up to that ``mark()`` have finished on their actors
-        (each answered a request sent later): their replies are waited for too. ``block``:
+        (each answered a request sent later): their replies are waited for too (when every
+        pending call is settled, one ``ray.get(timeout=0)`` first: the usual case after a
+        bulk-synchronous round costs one Ray call, no wait). ``block``:
         every pending reply is waited for. A wait lasts at most ``deadline_s`` seconds
         (default ``deadlines.REPLY_DEADLINE_S``). ``node_id``: the plan node checking.
 
@@ -102,6 +104,15 @@ class PendingCalls:
         from ray.exceptions import RayActorError, RayError
 
         refs = [c.ref for c in self._calls]
+        if settled is not None and self._calls[-1].seq <= settled:
+            # After a bulk-sync round every reply is in and none failed, usually: one call.
+            try:
+                ray.get(refs, timeout=0)
+            except RayError:  # one not in yet (GetTimeoutError), or one failed: below
+                pass
+            else:
+                self._calls.clear()
+                return
         ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
         done = set(ready)
         must = [
