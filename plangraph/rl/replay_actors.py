@@ -470,8 +470,9 @@ class ReplayActorSet:
     def update_priorities(
         self, shard: int, batch_indexes: np.ndarray, td_errors: np.ndarray
     ) -> Any:
-        """Send new priorities to shard ``shard`` (fire-and-forget); returns the object ref
-        of its ``[applied, stale]`` reply."""
+        """Send new priorities to shard ``shard`` without waiting; returns the object ref of
+        its ``[applied, stale]`` reply, for the caller to read (``UpdatePriorities`` does,
+        on its later items)."""
         return self.shards[shard].update_priorities.remote(batch_indexes, td_errors)
 
     # -- state and teardown --------------------------------------------------------------
