@@ -23,6 +23,8 @@ ValueError`` code keeps working::
     │   ├── PlanStalledError       (plangraph.flow.watchdog) the sink got nothing for
     │   │                          max_idle_s while the flow kept running
     │   ├── WorkerRestartError     (plangraph.rl.restarts) a rollout worker kept dying
+    │   ├── RemoteCallError        (plangraph.flow.errors) a call sent to an actor without
+    │   │                          waiting (a weight sync, a priority update) raised there
     │   └── OperatorTimeoutError   (plangraph.flow.errors) a plan node waited past its
     │                              deadline (also a WaitTimeoutError)
     ├── WaitTimeoutError           something plangraph waited for (an actor's reply, a

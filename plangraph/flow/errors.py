@@ -8,11 +8,12 @@ reads like a local one. The original exception stays reachable as ``__cause__``.
 
 from __future__ import annotations
 
+import re
 import traceback
 
 from plangraph.errors import PlangraphError, WaitTimeoutError
 
-__all__ = ["OperatorError", "OperatorTimeoutError"]
+__all__ = ["OperatorError", "OperatorTimeoutError", "RemoteCallError"]
 
 
 class OperatorError(PlangraphError, RuntimeError):
@@ -61,6 +62,63 @@ class OperatorTimeoutError(OperatorError, WaitTimeoutError):
     """Plan node ``node_id`` waited past its deadline for something outside the driver's
     thread (an actor's reply, a learner thread's update); ``detail`` says what, for how
     long and what to check. Also a ``WaitTimeoutError`` (and so a ``TimeoutError``)."""
+
+
+class RemoteCallError(OperatorError):
+    """A call sent to an actor without waiting for its reply (a rollout worker's
+    ``set_weights`` or ``set_batch_transforms``, a replay shard's ``add`` or
+    ``update_priorities``) raised in the actor; found where the sender next met that actor
+    (``plangraph.flow.pending``).
+
+    ``node_id`` is the plan node that sent the call (or, for one sent outside any node, the
+    node that found it failed, else the resource); ``actor`` names the actor and, where
+    Ray's report says, its Ray node and pid (``"rollout worker 2 (Ray node 10.0.0.5, pid
+    4242)"``); ``detail`` is ``"<call> raised <ExceptionType>: <message>"`` and
+    ``traceback_text`` the remote traceback as Ray reports it.
+
+    Attributes (besides ``OperatorError``'s):
+        call: the method called, e.g. ``"set_weights()"``.
+    """
+
+    def __init__(
+        self,
+        node_id: str,
+        detail: str,
+        traceback_text: str = "",
+        actor: str | None = None,
+        call: str = "",
+    ) -> None:
+        self.call = call
+        super().__init__(node_id, detail, traceback_text, actor)
+
+    def __reduce__(self) -> tuple[type[RemoteCallError], tuple[str, str, str, str | None, str]]:  # type: ignore[override]
+        return (
+            type(self),
+            (self.node_id, self.detail, self.traceback_text, self.actor, self.call),
+        )
+
+    @classmethod
+    def from_ray_error(
+        cls, node_id: str, call: str, actor: str, error: BaseException
+    ) -> RemoteCallError:
+        """The error for ``call`` to ``actor`` failing with ``error`` (a Ray task error,
+        which carries the remote exception as ``cause`` and the remote traceback)."""
+        cause = getattr(error, "cause", None)
+        what = _one_line(cause) if isinstance(cause, BaseException) else _one_line(error)
+        where = ray_location(error)
+        who = f"{actor} ({where})" if where else actor
+        return cls(node_id, f"{call} raised {what}", _ANSI.sub("", str(error)), who, call)
+
+
+_LOCATION = re.compile(r"\(pid=(\d+), ip=([^,)\s]+)")
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")  # Ray colours the task name of its report
+
+
+def ray_location(error: BaseException) -> str:
+    """``"Ray node <ip>, pid <pid>"`` of the process where a Ray task error was raised,
+    read from Ray's report (``ray::Class.method() (pid=..., ip=...)``); ``""`` if absent."""
+    m = _LOCATION.search(str(error))
+    return f"Ray node {m.group(2)}, pid {m.group(1)}" if m else ""
 
 
 def _one_line(exc: BaseException) -> str:

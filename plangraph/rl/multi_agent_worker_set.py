@@ -23,6 +23,7 @@ import warnings
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from plangraph.flow.deadlines import wait_all
 from plangraph.ops.algorithms import as_policy_config
 from plangraph.rl.multi_agent_batch import MultiAgentBatch
 from plangraph.rl.multi_agent_env import make_multi_agent_env, resolve_multi_agent_env
@@ -36,7 +37,13 @@ from plangraph.rl.policy_map import PolicyMap
 from plangraph.rl.registrations import user_registrations
 from plangraph.rl.restarts import RestartPolicy
 from plangraph.rl.seeding import derive_seeds
-from plangraph.rl.worker_set import ResumeWarning, WorkerSet, _set_torch_threads, fragment_length
+from plangraph.rl.worker_set import (
+    ResumeWarning,
+    WorkerSet,
+    _late_workers,
+    _set_torch_threads,
+    fragment_length,
+)
 
 if TYPE_CHECKING:
     import gymnasium as gym
@@ -58,7 +65,7 @@ class MultiAgentWorkerSet(WorkerSet):
         policies: policy id -> policy config (model or dict).
         policy_mapping: agent id or glob -> policy id, or a function of the agent id.
         seed: the run seed.
-        num_cpus_per_worker, learner_torch_threads, restart_policy: as ``WorkerSet``.
+        num_cpus_per_worker, learner_torch_threads, restart_policy, name: as ``WorkerSet``.
 
     Attributes:
         local_policy: :class:`PolicyMap` of the learner policies.
@@ -91,7 +98,10 @@ class MultiAgentWorkerSet(WorkerSet):
         worker_resources: WorkerResources | None = None,
         placement_strategy: str | None = None,
         learner_device: str = "auto",
+        name: str = "workers",
     ) -> None:
+        from plangraph.flow.pending import PendingCalls
+
         if num_workers < 0:
             raise ValueError(f"num_workers must be >= 0, got {num_workers}")
         self.env = resolve_multi_agent_env(env) if isinstance(env, str) else env
@@ -112,6 +122,8 @@ class MultiAgentWorkerSet(WorkerSet):
         self.placement_strategy = placement_strategy
         self.placement_group: Any = None
         self.learner_device = learner_device
+        self.name = name
+        self.pending_calls = PendingCalls(name)
         self.num_cpus_per_worker = float(worker_resources.num_cpus)
         self._global_vars: dict[str, Any] = {}
         self.restart_policy = restart_policy if restart_policy is not None else RestartPolicy()
@@ -213,7 +225,7 @@ class MultiAgentWorkerSet(WorkerSet):
             **kwargs,
         )
 
-    def _make_remote(self, worker_index: int) -> Any:
+    def _make_remote(self, worker_index: int, node_id: str | None = None) -> Any:
         import ray
 
         actor_cls = ray.remote(MultiAgentRolloutWorker)
@@ -230,7 +242,7 @@ class MultiAgentWorkerSet(WorkerSet):
             registrations=user_registrations(),
         )
 
-    def set_batch_transforms(self, transforms: Any) -> None:
+    def set_batch_transforms(self, transforms: Any, *, node_id: str | None = None) -> None:
         """Worker-side maps act on single-agent fragments: a multi-agent worker set takes
         none (pass ``worker-side-maps`` moves no map next to a ``MultiAgentBatch``).
 
@@ -245,10 +257,19 @@ class MultiAgentWorkerSet(WorkerSet):
         self,
         global_vars: Mapping[str, Mapping[str, Any]] | None = None,
         policies: Sequence[str] | None = None,
+        *,
+        node_id: str | None = None,
     ) -> None:
         """Broadcast the weights of ``policies`` (all when None; one ``ray.put``) and each
         policy's own global vars (``{pid: {"timestep": ...}}``, merged into those last
-        sent); no waiting. In-process: the global vars go to the learner policies."""
+        sent); no waiting (the replies are looked at by ``check_pending``, here first and
+        by the rollout source, which name ``node_id`` if one failed). In-process: the
+        global vars go to the learner policies.
+
+        Raises:
+            RemoteCallError: a call sent to a worker earlier failed (``check_pending``).
+        """
+        self.check_pending(node_id)
         for pid, gv in (global_vars or {}).items():
             self._global_vars[pid] = {**self._global_vars.get(pid, {}), **gv}
         if not self.remote_workers:
@@ -261,11 +282,13 @@ class MultiAgentWorkerSet(WorkerSet):
         pids = [p for p in (policies if policies is not None else self.local_policy)]
         ref = ray.put({pid: self.local_policy[pid].get_weights() for pid in pids})
         gv_all = {pid: dict(v) for pid, v in self._global_vars.items()} or None
-        for worker in self.remote_workers:
-            worker.set_weights.remote(ref, gv_all)
+        for i, worker in enumerate(self.remote_workers):
+            self._send(i + 1, worker, "set_weights", ref, gv_all, node_id=node_id)
         self.num_weight_broadcasts += 1
 
-    def sync_weights_to(self, worker: Any, global_vars: Any = None) -> None:
+    def sync_weights_to(
+        self, worker: Any, global_vars: Any = None, *, node_id: str | None = None
+    ) -> None:
         """Not used by multi-agent plans (A3C-style per-worker updates).
 
         Raises:
@@ -273,9 +296,14 @@ class MultiAgentWorkerSet(WorkerSet):
         """
         raise NotImplementedError("per-worker weight syncs are single-agent only")
 
-    def recreate_worker(self, position: int) -> Any:
+    def recreate_worker(self, position: int, node_id: str | None = None) -> Any:
         """Replace ``remote_workers[position]`` by a fresh actor with the same index and
-        seeds, given the learner weights and global vars of every policy."""
+        seeds, given the learner weights and global vars of every policy (sent without
+        waiting on behalf of plan node ``node_id``; ``check_pending`` looks at the reply).
+
+        Raises:
+            IndexError: no remote worker at ``position``.
+        """
         import ray
 
         if not 0 <= position < len(self.remote_workers):
@@ -286,10 +314,14 @@ class MultiAgentWorkerSet(WorkerSet):
             ray.kill(self.remote_workers[position], no_restart=True)
         except Exception:  # already dead is fine
             pass
-        worker = self._make_remote(position + 1)
-        worker.set_weights.remote(
+        worker = self._make_remote(position + 1, node_id)
+        self._send(
+            position + 1,
+            worker,
+            "set_weights",
             ray.put(self.local_policy.get_weights()),
             {pid: dict(v) for pid, v in self._global_vars.items()} or None,
+            node_id=node_id,
         )
         self.remote_workers[position] = worker
         return worker
@@ -307,13 +339,20 @@ class MultiAgentWorkerSet(WorkerSet):
     def get_state(self) -> dict[str, Any]:
         """``{"global_vars": {pid: ...}, "workers": [MultiAgentRolloutWorker.get_state()]}``
         (the in-process worker's without the learner policies it shares). Warns
-        (``ResumeWarning``) for an env copy whose state cannot be captured."""
+        (``ResumeWarning``) for an env copy whose state cannot be captured.
+
+        Raises:
+            RemoteCallError: a call sent to a worker without waiting (a weight sync) failed.
+            WaitTimeoutError: a worker did not answer within ``REPLY_DEADLINE_S``.
+        """
         if self.local_worker is not None:
             workers: list[Any] = [self.local_worker.get_state(include_policy=False)]
         else:
-            workers = self._get_from_workers(
-                [w.get_state.remote() for w in self.remote_workers], "get_state()"
-            )
+            refs = [w.get_state.remote() for w in self.remote_workers]
+            wait_all(refs, lambda late, s: _late_workers(late, "get_state()", s))
+            # Queued behind the weight syncs sent before: one that failed fails the save.
+            self.check_pending(block=True)
+            workers = self._get_from_workers(refs, "get_state()")
         for w in workers:
             for k, entry in enumerate(w["envs"]):
                 if entry["snapshot"] is None:

@@ -14,8 +14,12 @@ are dropped like those of rows evicted by FIFO.
 
 Traffic. ``add`` sends an object ref when it has one (the rollout worker's result), so the
 shard reads the batch from the object store instead of the driver serialising it again.
-Adds are fire-and-forget with at most ``MAX_PENDING_ADDS`` in flight per shard (more waits
-for the oldest: back-pressure); a failed add reveals a dead shard.
+Adds are not waited for, with at most ``MAX_PENDING_ADDS`` in flight per shard (more waits
+for the oldest: back-pressure); their replies are looked at on the next add to the shard
+and by ``get_state``: a failed add reveals a dead shard (replaced, or
+``ReplayShardError``), an add that raised in the shard raises ``RemoteCallError`` naming
+the plan node, the shard, the call and the remote traceback, and a batch the shard could not
+read (its object lost with the node that held it) warns (``ReplayShardWarning``).
 
 The driver counts the env steps it sent to each shard's current actor (``stored``); a
 shard is sampled only once that reaches its share of ``learning_starts``. Ray runs an
@@ -51,7 +55,7 @@ import numpy as np
 
 from plangraph.errors import WaitTimeoutError
 from plangraph.flow import deadlines
-from plangraph.flow.errors import OperatorError, OperatorTimeoutError
+from plangraph.flow.errors import OperatorError, OperatorTimeoutError, RemoteCallError
 from plangraph.rl.replay_buffer import PrioritizedReplayBuffer, ReplayBuffer
 from plangraph.rl.restarts import RestartPolicy, describe_actor_death
 from plangraph.rl.sample_batch import SampleBatch
@@ -238,7 +242,8 @@ class ReplayActorSet:
         self.restart_policy = RestartPolicy(
             params.max_shard_restarts, params.shard_restart_window_s, backoff_s=0.0
         )
-        self._adds: list[collections.OrderedDict[Any, None]] = [
+        # Per shard: adds in flight, ref -> the plan node that sent it (oldest first).
+        self._adds: list[collections.OrderedDict[Any, str]] = [
             collections.OrderedDict() for _ in range(self.num_shards)
         ]
         self._next_shard = 0
@@ -349,22 +354,28 @@ class ReplayActorSet:
 
     def add(self, shard: int, batch: Any, count: int, node_id: str) -> None:
         """Send ``batch`` (a ``SampleBatch`` or an object ref to one) of ``count`` env steps
-        to shard ``shard``; fire-and-forget, at most ``MAX_PENDING_ADDS`` in flight.
+        to shard ``shard`` without waiting, at most ``MAX_PENDING_ADDS`` in flight; the
+        replies of the earlier adds to it are looked at first.
 
         Raises:
             ReplayShardError: the shard died and may not be replaced (see
                 :meth:`replace_dead_shard`).
+            RemoteCallError: an earlier ``add`` raised in the shard (names ``node_id``,
+                the shard, its Ray node and the remote traceback).
+            OperatorTimeoutError: ``MAX_PENDING_ADDS`` were in flight and the oldest got
+                no reply within ``REPLY_DEADLINE_S``.
         """
         self._reap(shard, node_id, block=len(self._adds[shard]) >= MAX_PENDING_ADDS)
         ref = self.shards[shard].add.remote(batch)
-        self._adds[shard][ref] = None
+        self._adds[shard][ref] = node_id
         self.stored[shard] += int(count)
         self.inserted += int(count)
 
     def _reap(self, shard: int, node_id: str, block: bool) -> None:
-        """Collect finished adds of ``shard``; a dead actor is replaced (or raises)."""
+        """Collect finished adds of ``shard``; a dead actor is replaced (or raises), an add
+        that raised in the shard raises ``RemoteCallError``, a lost batch warns."""
         import ray
-        from ray.exceptions import RayActorError, RayError
+        from ray.exceptions import RayActorError, RayError, RayTaskError
 
         pending = self._adds[shard]
         if not pending:
@@ -383,16 +394,27 @@ class ReplayActorSet:
         done, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
         actor = self.shards[shard]
         for ref in done:
-            pending.pop(ref, None)
+            sender = pending.pop(ref, None) or node_id
             try:
                 ray.get(ref)
             except RayActorError as exc:
                 self.replace_dead_shard(shard, actor, exc, node_id)
                 return
-            except RayError:
-                # The batch could not be read (e.g. the rollout worker that owned it died):
-                # that batch is lost, the shard is fine; it may now hold fewer env steps.
-                continue
+            except RayTaskError as exc:
+                raise RemoteCallError.from_ray_error(
+                    sender, "add()", f"replay shard {shard} of {self.name!r}", exc
+                ) from exc
+            except RayError as exc:
+                # The batch could not be read (its object lost with the node or worker that
+                # held it): that batch is lost, the shard is fine and holds fewer env steps.
+                warnings.warn(
+                    ReplayShardWarning(
+                        f"plan node {sender!r}: replay shard {shard} of {self.name!r} could "
+                        f"not read a batch sent to it ({type(exc).__name__}); that batch is "
+                        "lost, the run goes on"
+                    ),
+                    stacklevel=2,
+                )
 
     # -- reading -----------------------------------------------------------------------
 
@@ -448,8 +470,9 @@ class ReplayActorSet:
     def update_priorities(
         self, shard: int, batch_indexes: np.ndarray, td_errors: np.ndarray
     ) -> Any:
-        """Send new priorities to shard ``shard`` (fire-and-forget); returns the object ref
-        of its ``[applied, stale]`` reply."""
+        """Send new priorities to shard ``shard`` without waiting; returns the object ref of
+        its ``[applied, stale]`` reply, for the caller to read (``UpdatePriorities`` does,
+        on its later items)."""
         return self.shards[shard].update_priorities.remote(batch_indexes, td_errors)
 
     # -- state and teardown --------------------------------------------------------------
@@ -459,11 +482,23 @@ class ReplayActorSet:
         return self._get_from_shards([s.stats.remote() for s in self.shards], "stats()")
 
     def get_state(self) -> dict[str, Any]:
-        """Every shard's buffer and generation, and the driver-side counts (a data tree)."""
+        """Every shard's buffer and generation, and the driver-side counts (a data tree).
+
+        The adds sent before are looked at once the shards answered (their ``get_state``
+        ran after them).
+
+        Raises:
+            RemoteCallError: an add raised in its shard (the state would lack that batch).
+            WaitTimeoutError: a shard did not answer within ``REPLY_DEADLINE_S``.
+        """
+        shards = self._get_from_shards([s.get_state.remote() for s in self.shards], "get_state()")
+        for k in range(self.num_shards):
+            pending = list(self._adds[k])
+            if pending:  # finished (queued before get_state); their replies are arriving
+                self._wait_settled(k, pending)
+                self._reap(k, self.name, block=False)
         return {
-            "shards": self._get_from_shards(
-                [s.get_state.remote() for s in self.shards], "get_state()"
-            ),
+            "shards": shards,
             "generations": list(self.generations),
             "stored": list(self.stored),
             "inserted": self.inserted,
@@ -504,6 +539,13 @@ class ReplayActorSet:
         self._get_from_shards(
             [s.set_state.remote(st) for s, st in zip(self.shards, shards, strict=True)],
             "set_state()",
+        )
+
+    def _wait_settled(self, shard: int, refs: list[Any]) -> None:
+        """Wait (at most ``REPLY_DEADLINE_S``) until ``refs``, calls to ``shard`` that
+        have finished, have their replies here (failed or not)."""
+        deadlines.wait_all(
+            refs, lambda _late, deadline_s: self.late_error([shard], "add()", deadline_s)
         )
 
     def _get_from_shards(

@@ -15,6 +15,17 @@ their copy builds no optimizer), each from the learner's weights: the broadcast 
 Ray runs an actor's calls in submission order, so the worker's next ``sample()`` uses the
 new weights.
 
+Calls not waited for (``set_weights``, ``set_batch_transforms``) are not forgotten: their
+replies are kept in ``pending_calls`` (``plangraph.flow.pending.PendingCalls``) and looked
+at by ``check_pending``, which the rollout sources call on every batch they gather (no Ray
+call while none is pending; after a bulk-synchronous round, the calls sent before it have
+finished, so a failed weight sync stops the run before the learner trains on that round)
+and which ``get_state`` calls (a checkpoint never holds a worker that missed a broadcast).
+A call that raised on a worker raises ``RemoteCallError`` naming the plan node that sent
+it, the worker (index, Ray node, pid), the call and the remote traceback. Such a failure is
+not a death and is not restarted: a replacement would get the same weights and fail alike
+(as an env that raises in ``step``). A worker that *died* is replaced where it is sampled.
+
 A remote worker whose process dies is replaced by ``replace_dead_worker`` under a
 ``RestartPolicy`` (``plangraph.rl.restarts``: at most ``max_worker_restarts`` per worker
 within ``worker_restart_window_s``, exponential backoff), then the run stops with
@@ -140,6 +151,7 @@ class WorkerSet:
             read them: the learner is then built without waiting for a remote worker to
             start; or a function returning them (or None), called once the actors are
             created, so that they start while it runs; None asks the first remote worker.
+        name: the plan's resource id of this worker set, named by errors.
 
     Attributes:
         local_policy: the learner ``TorchPolicy`` (a ``MultiAgentWorkerSet``'s is a
@@ -151,6 +163,8 @@ class WorkerSet:
         local_worker: the in-process ``RolloutWorker`` when ``num_workers == 0``, else None.
         num_worker_restarts: dead workers replaced by ``replace_dead_worker`` (count).
         num_weight_broadcasts: ``sync_weights`` calls that sent weights to remote workers.
+        name: the plan's resource id of this worker set (messages).
+        pending_calls: ``PendingCalls`` of the calls sent to the workers without waiting.
     """
 
     local_policy: TorchPolicy[AlgorithmConfig] | PolicyMap
@@ -173,7 +187,9 @@ class WorkerSet:
         placement_strategy: str | None = None,
         learner_device: str = "auto",
         obs_filter: bool = False,
+        name: str = "workers",
     ) -> None:
+        from plangraph.flow.pending import PendingCalls
         from plangraph.ops.resources import WorkerResources
 
         if num_workers < 0:
@@ -184,6 +200,9 @@ class WorkerSet:
         self.placement_strategy = placement_strategy
         self.placement_group: Any = None
         self.learner_device = learner_device
+        self.name = name
+        #: replies of calls sent to the workers and not waited for (``check_pending``)
+        self.pending_calls = PendingCalls(name)
         # Resolved here, in the driver where it is registered: the creator travels to
         # the workers, whose own gymnasium registries may not know the id.
         self.env = resolve_env(env)
@@ -363,7 +382,9 @@ class WorkerSet:
                 out.append(None)
         return out
 
-    def _make_remote(self, worker_index: int) -> Any:
+    def _make_remote(self, worker_index: int, node_id: str | None = None) -> Any:
+        """A new remote worker ``worker_index``, running the current worker-side maps
+        (their ``set_batch_transforms`` sent by plan node ``node_id``, not waited for)."""
         import ray
 
         actor_cls = ray.remote(RolloutWorker)
@@ -379,17 +400,51 @@ class WorkerSet:
             registrations=user_registrations(),
         )
         if self._batch_transforms:  # a replacement runs the same worker-side maps
-            # ray types an actor handle as ActorHandle | type[RolloutWorker], so its methods
-            # look like plain functions without .remote
-            worker.set_batch_transforms.remote(self._batch_transforms)  # type: ignore[union-attr]
+            self._send(
+                worker_index,
+                worker,
+                "set_batch_transforms",
+                self._batch_transforms,
+                node_id=node_id,
+            )
         return worker
 
+    # --- calls not waited for ---------------------------------------------------------
+    def _send(
+        self, worker_index: int, worker: Any, method: str, *args: Any, node_id: str | None
+    ) -> None:
+        """``worker.<method>.remote(*args)`` without waiting; its reply is kept in
+        ``pending_calls`` (sent by plan node ``node_id``, None outside any)."""
+        ref = getattr(worker, method).remote(*args)
+        who = f"rollout worker {worker_index}" if worker_index else "a replaced rollout worker"
+        self.pending_calls.add(ref, f"{who} of {self.name!r}", f"{method}()", node_id)
+
+    def check_pending(
+        self, node_id: str | None = None, *, settled: int | None = None, block: bool = False
+    ) -> None:
+        """Look at the replies of the calls sent to the workers without waiting
+        (``set_weights``, ``set_batch_transforms``): never waits, except for the calls
+        sent up to ``settled`` (a ``pending_calls.mark()`` taken before a request every
+        worker has since answered: they have finished) and, with ``block``, for all of
+        them (at most ``REPLY_DEADLINE_S``). No Ray call while none is pending. A call
+        whose worker died is dropped (its gather replaces the worker). ``node_id``: the
+        plan node checking.
+
+        Raises:
+            RemoteCallError: a call raised on its worker: names the plan node that sent it
+                (else ``node_id``, else the worker set), the worker (index, Ray node, pid),
+                the call and the remote exception with its traceback.
+            WaitTimeoutError: a reply waited for did not come within the deadline.
+        """
+        self.pending_calls.check(node_id, settled=settled, block=block)
+
     # --- worker-side maps -------------------------------------------------------------
-    def set_batch_transforms(self, transforms: Any) -> None:
+    def set_batch_transforms(self, transforms: Any, *, node_id: str | None = None) -> None:
         """Have every rollout worker (and replacements of dead ones) apply ``transforms``
         (``RolloutWorker.set_batch_transforms``: ``(node id, pure map)`` pairs) to each
-        fragment it samples; ``()`` removes them. Sent once per worker, no waiting (a
-        worker runs it before any later ``sample``)."""
+        fragment it samples; ``()`` removes them. Sent once per worker by plan node
+        ``node_id``, no waiting (a worker runs it before any later ``sample``; its reply
+        is looked at by ``check_pending``)."""
         self._batch_transforms = tuple(transforms)
         if self.local_worker is not None:
             self.local_worker.set_batch_transforms(self._batch_transforms)
@@ -399,13 +454,22 @@ class WorkerSet:
         import ray
 
         ref = ray.put(self._batch_transforms)
-        for worker in self.remote_workers:
-            worker.set_batch_transforms.remote(ref)
+        for i, worker in enumerate(self.remote_workers):
+            self._send(i + 1, worker, "set_batch_transforms", ref, node_id=node_id)
 
     # --- weights ----------------------------------------------------------------------
-    def sync_weights(self, global_vars: Mapping[str, Any] | None = None) -> None:
+    def sync_weights(
+        self, global_vars: Mapping[str, Any] | None = None, *, node_id: str | None = None
+    ) -> None:
         """Broadcast the learner weights (one ``ray.put``) and global vars; no waiting
-        (except with ``obs_filter``: see :meth:`sync_obs_filter`)."""
+        (except with ``obs_filter``: see :meth:`sync_obs_filter`). ``node_id``: the plan
+        node broadcasting, named if a worker's ``set_weights`` fails (``check_pending``,
+        which runs here first, without waiting).
+
+        Raises:
+            RemoteCallError: a call sent to a worker earlier failed (``check_pending``).
+        """
+        self.check_pending(node_id)
         if global_vars:
             self._global_vars.update(global_vars)
         if self.obs_filter:
@@ -418,17 +482,28 @@ class WorkerSet:
 
         ref = ray.put(self.local_policy.get_weights())
         gv = dict(self._global_vars) or None
-        for worker in self.remote_workers:
-            worker.set_weights.remote(ref, gv)
+        for i, worker in enumerate(self.remote_workers):
+            self._send(i + 1, worker, "set_weights", ref, gv, node_id=node_id)
         self.num_weight_broadcasts += 1
 
-    def sync_weights_to(self, worker: Any, global_vars: Mapping[str, Any] | None = None) -> None:
+    def sync_weights_to(
+        self,
+        worker: Any,
+        global_vars: Mapping[str, Any] | None = None,
+        *,
+        node_id: str | None = None,
+    ) -> None:
         """Send the learner weights (one ``ray.put``) and global vars to ``worker`` alone,
-        without waiting (A3C: the worker whose gradients were just applied).
+        without waiting (A3C: the worker whose gradients were just applied), on behalf of
+        plan node ``node_id``.
 
         ``global_vars`` are also kept as the ones last sent, so a worker that is replaced
         later starts from the same (e.g. ``policy_version``) as the learner's weights it
         gets. Does nothing without remote workers (the local worker shares the policy).
+
+        Raises:
+            RemoteCallError: a call sent to a worker earlier failed (``check_pending``,
+                run here first without waiting).
         """
         if global_vars:
             self._global_vars.update(global_vars)
@@ -436,8 +511,32 @@ class WorkerSet:
             return
         import ray
 
+        self.check_pending(node_id)
         ref = ray.put(self.local_policy.get_weights())
-        worker.set_weights.remote(ref, dict(self._global_vars) or None)
+        self.send_weights(worker, ref, dict(self._global_vars) or None, node_id=node_id)
+
+    def send_weights(
+        self,
+        worker: Any,
+        weights: Any,
+        global_vars: Mapping[str, Any] | None = None,
+        *,
+        node_id: str | None = None,
+    ) -> None:
+        """Send ``set_weights(weights, global_vars)`` (``weights``: an object ref, or the
+        weights) to remote worker ``worker`` (a handle in ``remote_workers``) without
+        waiting; its reply is looked at by ``check_pending``, which names ``node_id``."""
+        self._send(
+            self._index_of(worker), worker, "set_weights", weights, global_vars, node_id=node_id
+        )
+
+    def _index_of(self, worker: Any) -> int:
+        """The ``worker_index`` of handle ``worker`` (0 if it is not, or no longer, one of
+        ``remote_workers``: a replaced actor)."""
+        for i, w in enumerate(self.remote_workers):
+            if w is worker:
+                return i + 1
+        return 0
 
     def sync_obs_filter(self) -> dict[str, Any]:
         """Pool the observation moments the workers' ``normalize_observation`` layers saw
@@ -482,6 +581,11 @@ class WorkerSet:
         restore it is reset instead (``RolloutWorker`` docstring), so that resume is not
         the uninterrupted run; and for a worker that died (its entry is ``None``: a restore
         leaves that worker as it was built), so a checkpoint is still written.
+
+        Raises:
+            RemoteCallError: a call sent to a worker without waiting (a weight sync)
+                failed: the workers do not hold the state a checkpoint would claim.
+            WaitTimeoutError: a worker did not answer within ``REPLY_DEADLINE_S``.
         """
         workers: list[dict[str, Any] | None]
         if self.local_worker is not None:
@@ -492,6 +596,9 @@ class WorkerSet:
             workers = []
             refs = [w.get_state.remote() for w in self.remote_workers]
             wait_all(refs, lambda late, s: _late_workers(late, "get_state()", s))
+            # Queued behind every call sent before: a worker that missed a weight sync
+            # would be saved with stale weights. Its replies are in (or arriving).
+            self.check_pending(block=True)
             for i, ref in enumerate(refs):
                 try:
                     workers.append(ray.get(ref))
@@ -586,11 +693,13 @@ class WorkerSet:
                 bad.append(i)
         return bad
 
-    def recreate_worker(self, position: int) -> Any:
+    def recreate_worker(self, position: int, node_id: str | None = None) -> Any:
         """Replace ``remote_workers[position]`` by a fresh actor with the same index and seeds.
 
         The old actor is killed (if still alive); the new one gets the current learner
-        weights and global vars before its first ``sample()``. Returns the new handle.
+        weights and global vars before its first ``sample()`` (sent without waiting on
+        behalf of plan node ``node_id``; ``check_pending`` looks at the reply). Returns the
+        new handle.
 
         Raises:
             IndexError: no remote worker at ``position``.
@@ -605,9 +714,14 @@ class WorkerSet:
             ray.kill(self.remote_workers[position], no_restart=True)
         except Exception:  # already dead is fine
             pass
-        worker = self._make_remote(position + 1)
-        worker.set_weights.remote(
-            ray.put(self.local_policy.get_weights()), dict(self._global_vars) or None
+        worker = self._make_remote(position + 1, node_id)
+        self._send(
+            position + 1,
+            worker,
+            "set_weights",
+            ray.put(self.local_policy.get_weights()),
+            dict(self._global_vars) or None,
+            node_id=node_id,
         )
         self.remote_workers[position] = worker
         return worker
@@ -667,7 +781,7 @@ class WorkerSet:
             ) from error
         if backoff_s > 0:
             time.sleep(backoff_s)  # exponential backoff: a crash loop must not spin
-        worker = self.recreate_worker(position)
+        worker = self.recreate_worker(position, node_id)
         self.num_worker_restarts += 1
         print(
             f"plangraph: rollout worker {worker_index} died ({cause}); replaced it "

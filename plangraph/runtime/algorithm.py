@@ -367,17 +367,25 @@ class Algorithm:
         Data only (``plangraph.runtime.checkpoint``: ``state.json`` + ``arrays.npz``, no
         pickle), plus ``algorithm.json`` (``CheckpointMeta``) and ``plan.json``, the plan as
         it runs (``plan_that_ran``: a valid plan, every value explicit). Written to
-        ``path.tmp`` and renamed, so a crash never leaves half a checkpoint.
+        ``path.tmp`` and renamed, so a crash never leaves half a checkpoint (and a save
+        that raises leaves none: ``path.tmp`` is removed).
 
         Raises:
             CheckpointError: some state is not storable as data (names its tree path).
+            RemoteCallError: a call sent to a rollout worker or replay shard without
+                waiting (a weight sync, an add) failed, so the actors do not hold the state
+                a checkpoint would record (``WorkerSet.get_state``).
         """
         path = Path(path)
         tmp = path.with_name(path.name + ".tmp")
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
-        # One flat dict, as checkpoints have always been laid out.
-        state = {**self.run_state.get_state(), **self.ctx.get_state()}
+        try:
+            # One flat dict, as checkpoints have always been laid out.
+            state = {**self.run_state.get_state(), **self.ctx.get_state()}
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
         write_state(tmp, state)
         (tmp / "plan.json").write_text(self.plan_that_ran().to_json(), encoding="utf-8")
         meta = {

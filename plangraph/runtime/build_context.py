@@ -366,7 +366,7 @@ class BuildContext:
                 from plangraph.rl.multi_agent_worker_set import MultiAgentWorkerSet
 
                 worker_sets[rid] = MultiAgentWorkerSet.from_params(
-                    worker_set_params[rid], seed=res_seed, env=envs[rid]
+                    worker_set_params[rid], seed=res_seed, env=envs[rid], name=rid
                 )
             elif res.kind == "WorkerSet":
                 p = worker_set_params[rid]
@@ -377,6 +377,7 @@ class BuildContext:
                     p,
                     seed=res_seed,
                     env=envs[rid],
+                    name=rid,
                     spaces=None
                     if address
                     else functools.partial(_driver_spaces, rid, p.env, envs[rid]),

@@ -136,11 +136,12 @@ class UpdatePrioritiesParams(OpParams):
     The rows of a trained batch go back to the shard named by their ``replay_shard`` tag
     and to the slot named by their ``batch_indexes`` (priority ``|td_error| + eps``,
     Schaul et al. 2016). A slot overwritten since it was sampled (FIFO eviction), or a row
-    of a shard replaced since, is left alone: the shard compares insertion ids. One
-    fire-and-forget call per shard per item; counters ``num_priorities_sent`` and, as the
-    shards reply, ``num_priorities_applied`` and ``num_priorities_stale`` (rows). Items
-    without TD errors (a uniform policy loss, a batch not from ``ParallelReplay``) pass
-    untouched.
+    of a shard replaced since, is left alone: the shard compares insertion ids. One call
+    per shard per item, not waited for (its reply is read on a later item: one that raised
+    in the shard stops the run with ``RemoteCallError``); counters ``num_priorities_sent``
+    and, as the shards reply, ``num_priorities_applied`` and ``num_priorities_stale``
+    (rows). Items without TD errors (a uniform policy loss, a batch not from
+    ``ParallelReplay``) pass untouched.
     """
 
     buffer: ResourceRef = Field(description='The ReplayActors resource to update, "@id".')

@@ -5,7 +5,10 @@
 (``plangraph.rl.replay_actors.ReplayActorSet``), and ``StoreToReplay`` writes either.
 
 A request to a shard actor is waited for at most ``plangraph.flow.deadlines.REPLY_DEADLINE_S``
-seconds (``OperatorTimeoutError`` naming the node and the shard), blocking or not.
+seconds (``OperatorTimeoutError`` naming the node and the shard), blocking or not. Calls not
+waited for (``add``, ``update_priorities``) have their replies looked at later, on the
+node's next item: one that raised in the shard raises ``RemoteCallError`` naming the node,
+the shard, the call and the remote traceback.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from plangraph.flow import deadlines
-from plangraph.flow.errors import OperatorError
+from plangraph.flow.errors import OperatorError, RemoteCallError
 from plangraph.flow.local import LocalIterator
 from plangraph.flow.metrics import get_metrics
 from plangraph.flow.sentinel import NOT_READY, note_local_wait, note_pending
@@ -299,8 +302,13 @@ def _parallel_replay(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIt
 
 @register_map("UpdatePriorities")
 def _update_priorities(node: Any, ctx: BuildContext) -> Callable[[Any], Any]:
+    """Sends each trained batch's TD errors to the shards it was replayed from, without
+    waiting; the replies (rows applied and stale) are read on later items, at most
+    ``_MAX_PRIORITY_REPLIES`` outstanding. A shard that died is left to ``ParallelReplay``
+    (it replaces it); an ``update_priorities`` that raised in a shard raises
+    ``RemoteCallError`` (names the node, the shard, its Ray node, the remote traceback)."""
     import ray
-    from ray.exceptions import RayError
+    from ray.exceptions import RayActorError, RayError
 
     shards = ctx.replay_actor_set(node.params.buffer)
     # (object ref of a shard's [applied, stale] reply, that shard), oldest first
@@ -324,14 +332,28 @@ def _update_priorities(node: Any, ctx: BuildContext) -> Callable[[Any], Any]:
         done, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
         finished = set(done)
         counters = get_metrics().counters
-        for ref in done:
+        shard_of = dict(replies)
+        failed: Exception | None = None
+        for ref in [r for r in refs if r in finished]:  # submission order
             try:
                 applied, stale = ray.get(ref)
-            except RayError:
+            except RayActorError:
                 continue  # the shard died: ParallelReplay reports and replaces it
+            except RayError as exc:  # the call raised in the shard
+                if failed is None:
+                    failed = RemoteCallError.from_ray_error(
+                        node.id,
+                        "update_priorities()",
+                        f"replay shard {shard_of[ref]} of {shards.name!r}",
+                        exc,
+                    )
+                    failed.__cause__ = exc
+                continue
             counters[PRIORITIES_APPLIED] += applied
             counters[PRIORITIES_STALE] += stale
         replies[:] = [(ref, k) for ref, k in replies if ref not in finished]
+        if failed is not None:
+            raise failed
 
     def update(info: Any) -> Any:
         collect(block=len(replies) >= _MAX_PRIORITY_REPLIES)

@@ -1,4 +1,11 @@
-"""Implementations of the built-in source operators (``plangraph/ops/builtin/sources.py``)."""
+"""Implementations of the built-in source operators (``plangraph/ops/builtin/sources.py``).
+
+Both rollout sources look at the replies of the calls sent to their workers without waiting
+(weight syncs, worker-side maps: ``WorkerSet.check_pending``) on every item they gather, so
+a failed one raises ``RemoteCallError`` there. A bulk-synchronous round first notes the calls
+sent so far: every worker has answered a later request when the round is in, so those have
+finished, and a failed weight sync stops the run before the learner trains on the round.
+"""
 
 from __future__ import annotations
 
@@ -22,7 +29,7 @@ def _parallel_rollouts(node: Any, inputs: list[Any], ctx: BuildContext) -> Local
     multi_agent = getattr(ws, "multi_agent", False)
     # The pure maps the compiler moved onto this source's workers (pass worker-side-maps);
     # set on every lowering, so a re-lowered dataflow never keeps an old chain.
-    ws.set_batch_transforms(ctx.worker_maps.get(node.id, ()))
+    ws.set_batch_transforms(ctx.worker_maps.get(node.id, ()), node_id=node.id)
     if not ws.remote_workers:
         stream: LocalIterator[Any] = LocalIterator.from_iterable(
             lambda: iter(ws.local_worker.sample, None), name=node.id
@@ -46,13 +53,26 @@ def _parallel_rollouts(node: Any, inputs: list[Any], ctx: BuildContext) -> Local
         else:
             stream = par.gather_async(num_async=p.num_async, on_actor_failure=replace)
 
-    def record(batch: Any) -> Any:
-        metrics = get_metrics()
-        metrics.counters[SAMPLED] += batch.env_steps()
-        ctx.run_state.episodes.add(batch.episode_returns, batch.episode_lengths)
-        if multi_agent:
-            record_agent_steps(batch)
-        return batch
+    bulk_sync = bool(ws.remote_workers) and p.mode == "bulk_sync"
+
+    class Record:
+        """Counts a gathered batch; first, looks at the workers' pending calls."""
+
+        def __init__(self) -> None:
+            self.mark: int | None = None
+
+        def _on_fetch_start(self) -> None:
+            # Before the pull that sends a bulk-synchronous round's sample requests.
+            self.mark = ws.pending_calls.mark() if bulk_sync else None
+
+        def __call__(self, batch: Any) -> Any:
+            ws.check_pending(node.id, settled=self.mark)
+            metrics = get_metrics()
+            metrics.counters[SAMPLED] += batch.env_steps()
+            ctx.run_state.episodes.add(batch.episode_returns, batch.episode_lengths)
+            if multi_agent:
+                record_agent_steps(batch)
+            return batch
 
     def record_agent_steps(batch: Any) -> None:
         # Env steps once (above); agent steps per agent, and per policy for its schedules.
@@ -62,7 +82,7 @@ def _parallel_rollouts(node: Any, inputs: list[Any], ctx: BuildContext) -> Local
             counters[policy_counter(AGENT_SAMPLED, pid)] += b.count
             ctx.run_state.policy_window(pid).add(b.episode_returns, b.episode_lengths)
 
-    return stream.for_each(record, name=node.id)
+    return stream.for_each(Record(), name=node.id)
 
 
 @register_lowering("AsyncGradients")
@@ -89,6 +109,7 @@ def _async_gradients(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIt
         stream = par.gather_async(num_async=p.num_async, on_actor_failure=replace)
 
     def record(item: Any) -> GradInfo:
+        ws.check_pending(node.id)  # the weights sent to the workers (never waits)
         metrics = get_metrics()
         metrics.counters[SAMPLED] += item.count
         ctx.run_state.episodes.add(item.episode_returns, item.episode_lengths)

@@ -27,9 +27,11 @@ from plangraph.runtime.implementations import register_lowering, register_map
 from plangraph.runtime.items import GradInfo, ReplayPriorities, TrainInfo, scalar_stats
 
 
-def _broadcast(ctx: BuildContext, ws: Any) -> None:
+def _broadcast(ctx: BuildContext, ws: Any, node_id: str) -> None:
+    """The learner's weights to every rollout worker, sent by plan node ``node_id`` (a
+    failed ``set_weights`` raises ``RemoteCallError`` naming it, where it is found)."""
     with phase("broadcast"):
-        ws.sync_weights(ctx.run_state.global_vars())
+        ws.sync_weights(ctx.run_state.global_vars(), node_id=node_id)
 
 
 @register_map("TrainOneStep")
@@ -64,11 +66,11 @@ def _train_one_step(node: Any, ctx: BuildContext) -> Callable[[Any], Any]:
         scalars = scalar_stats(stats)
         metrics.info["learner"] = scalars
         if p.update_workers_every == 1:
-            _broadcast(ctx, ws)
+            _broadcast(ctx, ws, node.id)
         else:
             metrics.counters[updates_key] += 1
             if metrics.counters[updates_key] % p.update_workers_every == 0:
-                _broadcast(ctx, ws)
+                _broadcast(ctx, ws, node.id)
         return TrainInfo(scalars, count, replay)
 
     return train
@@ -121,7 +123,9 @@ def _train_policies(node: Any, ctx: BuildContext, ws: Any) -> Callable[[Any], An
             if metrics.counters[updates_key] % p.update_workers_every == 0:
                 with phase("broadcast"):
                     ws.sync_weights(
-                        ctx.run_state.policy_global_vars(ws.local_policy), policies=list(todo)
+                        ctx.run_state.policy_global_vars(ws.local_policy),
+                        policies=list(todo),
+                        node_id=node.id,
                     )
         return TrainInfo(all_stats, count)
 
@@ -241,7 +245,7 @@ def _apply_gradients(node: Any, ctx: BuildContext) -> Callable[[Any], Any]:
             stats.update(_sync_source(info))
         metrics.info["learner"] = stats
         if p.update_workers is True:
-            _broadcast(ctx, ws)
+            _broadcast(ctx, ws, node.id)
         return TrainInfo(stats, info.count)
 
     def _sync_source(info: GradInfo) -> dict[str, float]:
@@ -253,7 +257,7 @@ def _apply_gradients(node: Any, ctx: BuildContext) -> Callable[[Any], Any]:
             return {"policy_lag": 0.0}  # the local worker samples with the learner policy
         global_vars = {**ctx.run_state.global_vars(), "policy_version": counters[version_key]}
         with phase("broadcast"):
-            ws.sync_weights_to(info.source, global_vars)
+            ws.sync_weights_to(info.source, global_vars, node_id=node.id)
         counters[WEIGHT_SYNCS] += 1
         return {"policy_lag": float(lag)}
 
@@ -410,7 +414,8 @@ def _update_worker_weights(node: Any, ctx: BuildContext) -> Callable[[Any], Any]
                     current = version()
                 cached[0], cached[1] = ray.put(weights), current
             global_vars = {**ctx.run_state.global_vars(), "policy_version": cached[1]}
-            actor.set_weights.remote(cached[0], global_vars)
+            # Not waited for; the rollout source looks at the reply (check_pending).
+            ws.send_weights(actor, cached[0], global_vars, node_id=node.id)
         get_metrics().counters[WEIGHT_SYNCS] += 1
         return batch
 
