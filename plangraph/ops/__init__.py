@@ -13,6 +13,7 @@ from plangraph.ops.algorithms import (
     AlgorithmSpec,
     algorithm,
     algorithms,
+    load_builtin_algorithms,
     register_algorithm,
     unregister_algorithm,
 )
@@ -47,7 +48,7 @@ from plangraph.ops.builtin.train import (
 from plangraph.ops.declare import register_op
 from plangraph.ops.models import ModelSettings, model_types, register_model, unregister_model
 from plangraph.ops.multi_agent_envs import register_multi_agent_env
-from plangraph.ops.policies import ActorCriticConfig, AlgorithmConfig
+from plangraph.ops.policies import ActorCriticConfig, AlgorithmConfig, ColumnLayout
 from plangraph.ops.registry import (
     APPLY_MODES,
     CATEGORIES,
@@ -73,9 +74,6 @@ from plangraph.ops.resources import (
     worker_set,
 )
 
-# The built-in algorithms register themselves on the same registry a user's use.
-import plangraph.algorithms  # noqa: F401  (isort: skip)
-
 __all__ = [
     "APPLY_MODES",
     "CATEGORIES",
@@ -86,6 +84,7 @@ __all__ = [
     "AsyncGradients",
     "AverageGradients",
     "Batch",
+    "ColumnLayout",
     "ComputeGradients",
     "ConcatBatches",
     "Concurrently",
@@ -140,3 +139,7 @@ __all__ = [
     "unregister_op",
     "worker_set",
 ]
+
+# The built-in algorithms register themselves on the same registry a user's use. Last, as
+# they import the names above (the public API), like any user's algorithm module.
+load_builtin_algorithms()

@@ -7,10 +7,10 @@ from that model's class variables, so ``plangraph validate`` never imports torch
 learner is the ``TorchPolicy`` subclass (``plangraph.rl.policy``) that trains on those
 settings; it is imported only where a plan is built.
 
-The built-in algorithms (``plangraph/algorithms/<name>/``, imported by ``plangraph.ops``
-so that they are registered whenever this module is) register here exactly as a user's
-do, with their policy class given as ``"module:Class"`` text of plangraph's own code so
-that registering them imports no torch; a user passes the class itself::
+The built-in algorithms (``plangraph/algorithms/<name>/``, loaded by ``plangraph.ops`` so
+that they are registered whenever this module is) register here exactly as a user's do,
+with their policy class given as ``"module:Class"`` text of plangraph's own code so that
+registering them imports no torch; a user passes the class itself::
 
     register_algorithm("td3", config=TD3Config, policy=TD3Policy)
 
@@ -42,6 +42,7 @@ __all__ = [
     "algorithms",
     "as_policy_config",
     "builtin_algorithms",
+    "load_builtin_algorithms",
     "register_algorithm",
     "unregister_algorithm",
 ]
@@ -77,6 +78,21 @@ class AlgorithmSpec:
 
 
 _REGISTRY: dict[str, AlgorithmSpec] = {}
+
+BUILTIN_ALGORITHMS_PACKAGE = "plangraph.algorithms"
+"""The package of the built-in algorithms (``plangraph/algorithms/``), named as text."""
+
+
+def load_builtin_algorithms() -> None:
+    """Import the built-in algorithms' package, which registers each of them here.
+
+    ``plangraph.ops`` calls this once all its names are bound. The package is named as
+    text (``BUILTIN_ALGORITHMS_PACKAGE``), as a learner is (``"module:Class"``), because a
+    built-in algorithm is a plugin written on the public API like a user's: its modules
+    import ``plangraph.ops``, so an import of them from ``plangraph.ops`` would be an
+    import cycle (``tests/test_architecture.py``). Importing it again is a no-op.
+    """
+    importlib.import_module(BUILTIN_ALGORITHMS_PACKAGE)
 
 
 def register_algorithm(
