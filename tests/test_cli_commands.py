@@ -81,7 +81,10 @@ def test_ops_describes_policies_and_the_set_paths(capsys: pytest.CaptureFixture[
     assert data["kind"] == "policy" and data["name"] == "dqn"
     assert {p["name"]: p["default"] for p in data["params"]}["n_step"] == 1
     rc, out, _ = _run(capsys, "ops")
-    assert "policies (a WorkerSet's policy.algo): a2c, appo, dqn, impala, pg, ppo, sac" in out
+    assert (
+        "policies (a WorkerSet's policy.algo): a2c, appo, ddpg, dqn, impala, pg, ppo, sac, td3"
+        in out
+    )
 
 
 def test_ops_unknown_name_is_usage_error(capsys: pytest.CaptureFixture[str]) -> None:

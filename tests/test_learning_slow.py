@@ -58,7 +58,12 @@ def test_plan_solves_cartpole_within_budget(plan: str) -> None:
 
 
 PENDULUM_TARGET = -200.0
-PENDULUM_BUDGETS = {"ppo_pendulum": 1_000_000, "sac_pendulum": 30_000}  # env steps sampled
+PENDULUM_BUDGETS = {  # env steps sampled
+    "ppo_pendulum": 1_000_000,
+    "sac_pendulum": 30_000,
+    "td3": 30_000,
+    "ddpg": 50_000,
+}
 
 
 @pytest.mark.parametrize("plan", sorted(PENDULUM_BUDGETS))

@@ -20,7 +20,9 @@ NAMES = (
     "a2c_microbatch",
     "a3c",
     "apex",
+    "apex_ddpg",
     "appo",
+    "ddpg",
     "dqn",
     "impala",
     "impala_pong",
@@ -30,6 +32,7 @@ NAMES = (
     "ppo_multiagent",
     "ppo_pendulum",
     "sac_pendulum",
+    "td3",
     "two_trainer",
 )
 
@@ -132,3 +135,32 @@ def test_apex_structure() -> None:
     assert replay.writers == ("store", "priorities") and replay.readers == ("replay_batches",)
     assert apex.nodes["target"].params.unit == "trained"
     assert apex.resources["workers"].params.policy.per_worker_epsilon_alpha == 7.0
+
+
+def test_td3_and_ddpg_structures() -> None:
+    """sac_pendulum's shape; TD3's targets move once per actor update (Fujimoto et al.
+    2018, Algorithm 1), DDPG's after every update."""
+    sac = plangraph.compile(PLANS / "sac_pendulum.json")
+    for name in ("td3", "ddpg"):
+        plan = plangraph.compile(PLANS / f"{name}.json")
+        assert [(n.id, n.op, n.inputs) for n in plan.nodes.values()] == [
+            (n.id, n.op, n.inputs) for n in sac.nodes.values()
+        ]
+        assert plan.resources["workers"].params.policy.algo == name
+    td3 = plangraph.compile(PLANS / "td3.json")
+    policy = td3.resources["workers"].params.policy
+    batch = td3.nodes["replay_batches"].params.batch_size
+    assert td3.nodes["target"].params.freq == batch * policy.policy_delay
+    assert td3.nodes["target"].params.unit == "trained"
+    assert plangraph.compile(PLANS / "ddpg.json").nodes["target"].params.freq == 0
+
+
+def test_apex_ddpg_is_the_apex_plan_with_ddpg() -> None:
+    apex = plangraph.compile(PLANS / "apex.json")
+    ddpg = plangraph.compile(PLANS / "apex_ddpg.json")
+    assert [(n.id, n.op, n.inputs) for n in ddpg.nodes.values()] == [
+        (n.id, n.op, n.inputs) for n in apex.nodes.values()
+    ]
+    policy = ddpg.resources["workers"].params.policy
+    assert policy.algo == "ddpg" and policy.per_worker_noise_alpha == 7.0
+    assert ddpg.nodes["target"].params.tau < 1.0

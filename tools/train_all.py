@@ -1,8 +1,9 @@
 """Learning benchmark: train the plans on their tasks until solved; print a table.
 
-The CartPole plans on CartPole-v1 (target 475); ``ppo_pendulum`` and ``sac_pendulum`` on
-Pendulum-v1 (target -200); the multi-agent ``two_trainer`` and ``ppo_multiagent`` on
-MultiAgentCartPole with 2 agents (every policy's return of its last 100 episodes >= 450);
+The CartPole plans on CartPole-v1 (target 475); ``ppo_pendulum``, ``sac_pendulum``,
+``td3`` and ``ddpg`` on Pendulum-v1 (target -200); the multi-agent ``two_trainer`` and
+``ppo_multiagent`` on MultiAgentCartPole with 2 agents (every policy's return of its last
+100 episodes >= 450);
 ``ppo_halfcheetah`` on HalfCheetah-v5 (target 1500) and ``impala_pong`` on ALE/Pong-v5
 (target 18), which run only when named in ``--plans`` (``NOT_BY_DEFAULT``); see ``TASKS``.
 
@@ -60,6 +61,8 @@ BUDGETS: dict[str, int] = {
     "apex": 300_000,
     "ppo_pendulum": 1_000_000,
     "sac_pendulum": 30_000,
+    "td3": 30_000,
+    "ddpg": 50_000,
     "two_trainer": 400_000,
     "ppo_multiagent": 400_000,
     "ppo_halfcheetah": 1_000_000,
@@ -70,6 +73,8 @@ BUDGETS: dict[str, int] = {
 TASKS: dict[str, tuple[str, float]] = {
     "ppo_pendulum": ("Pendulum-v1", -200.0),
     "sac_pendulum": ("Pendulum-v1", -200.0),
+    "td3": ("Pendulum-v1", -200.0),
+    "ddpg": ("Pendulum-v1", -200.0),
     "two_trainer": ("MultiAgentCartPole", 450.0),
     "ppo_multiagent": ("MultiAgentCartPole", 450.0),
     "ppo_halfcheetah": ("HalfCheetah-v5", 1500.0),

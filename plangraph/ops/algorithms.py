@@ -7,10 +7,10 @@ from that model's class variables, so ``plangraph validate`` never imports torch
 learner is the ``TorchPolicy`` subclass (``plangraph.rl.policy``) that trains on those
 settings; it is imported only where a plan is built.
 
-The built-in algorithms (``plangraph/algorithms/<name>/``, imported by ``plangraph.ops``
-so that they are registered whenever this module is) register here exactly as a user's
-do, with their policy class given as ``"module:Class"`` text of plangraph's own code so
-that registering them imports no torch; a user passes the class itself::
+The built-in algorithms (``plangraph/algorithms/<name>/``, loaded by ``plangraph.ops`` so
+that they are registered whenever this module is) register here exactly as a user's do,
+with their policy class given as ``"module:Class"`` text of plangraph's own code so that
+registering them imports no torch; a user passes the class itself::
 
     register_algorithm("td3", config=TD3Config, policy=TD3Policy)
 
