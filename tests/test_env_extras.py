@@ -95,7 +95,8 @@ def test_halfcheetah_box_actions_are_accepted_for_ppo_and_refused_for_dqn() -> N
         "the dqn policy acts in Discrete action spaces only, but env 'HalfCheetah-v5' has "
         "action space Box(-1.0, 1.0, (6,), float32)" in problem.message
     )
-    assert "a2c, appo, ddpg, impala, pg, ppo, sac, td3" in problem.hint
+    for algo in ("a2c", "appo", "ddpg", "impala", "pg", "ppo", "sac", "td3"):  # and users'
+        assert algo in problem.hint
 
 
 @needs_mujoco

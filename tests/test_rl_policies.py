@@ -296,10 +296,11 @@ def test_config_capabilities_mirror_the_policy_classes() -> None:
         model, cls = spec.config, spec.policy_class()
         assert model.capabilities <= set(CAPABILITIES)
         assert ("target_network" in model.capabilities) == hasattr(cls, "update_target"), algo
-        assert ("gradients" in model.capabilities) == (
-            callable(getattr(cls, "compute_gradients", None))
-            and callable(getattr(cls, "apply_gradients", None))
-        ), algo
+        if "gradients" in model.capabilities:  # the base class has both methods; an
+            # algorithm leaves the capability out where they do not fit (TD3's delayed
+            # actor update), and the compiler then refuses the gradient operators (PG170)
+            assert callable(getattr(cls, "compute_gradients", None)), algo
+            assert callable(getattr(cls, "apply_gradients", None)), algo
 
 
 def test_each_policy_class_takes_its_own_config_model_only() -> None:

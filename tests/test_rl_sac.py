@@ -103,7 +103,8 @@ def test_the_compiler_refuses_sac_where_it_cannot_act() -> None:
     )
     (problem,) = space_problems(SACConfig(), unbounded)
     assert problem.code == "PG183" and "infinite bounds" in problem.message
-    assert "a2c, appo, impala, pg, ppo" in problem.hint
+    for algo in ("a2c", "appo", "impala", "pg", "ppo"):  # and any user's registered
+        assert algo in problem.hint
 
 
 def test_sac_gradients_of_three_optimizers_apply_as_one_update() -> None:

@@ -52,7 +52,7 @@ from plangraph.diagram.style import (
     category_style,
 )
 from plangraph.ir.refs import resource_ref_id
-from plangraph.text import brief
+from plangraph.text import brief, printable
 
 if TYPE_CHECKING:
     from plangraph.compiler import CompiledPlan, Diagnostic
@@ -607,7 +607,9 @@ def _legend(
 
 
 def _resource_kind_text(kind: str, params: Any) -> str:
-    """The kind line of a resource box, with where it lives when not in the dataflow."""
+    """The kind line of a resource box, with where it lives when not in the dataflow (a
+    kind as written, newlines escaped: Graphviz refuses a label line of only whitespace)."""
+    kind = printable(kind, newlines=False)
     if kind == "LearnerThread":
         return f"{kind} · thread in the driver"
     shards = getattr(params, "num_shards", None)
