@@ -6,6 +6,15 @@ Concurrently) the plan is built with ``seed=0`` and trained ``--iterations`` ite
 the fingerprint is every counter of the last result, the episode statistics, the learner
 stats and a SHA-256 of the learner policy's weights.
 
+The asynchronous plans (``impala``, ``appo``, ``a3c``, ``apex``) are not reproducible bit
+for bit: how many batches a worker samples while the learner trains depends on timing.
+Their ``*_sync`` variants keep the plan's config and policy (V-trace, APPO's clipped
+surrogate and target network, A3C's annealed A2C, Ape-X's per-worker epsilons with
+prioritized n-step replay) and drive them bulk-sync (``ParallelRollouts -> ConcatBatches
+-> TrainOneStep``, DQN's replay loop for Ape-X), so a change to their arithmetic shows here.
+Not in the default set (pass ``--plans``): ``ppo_pendulum``, ``two_trainer``,
+``sac_pendulum`` and the ``*_sync`` variants.
+
 Usage::
 
     .venv/bin/python tools/plan_fingerprint.py --out /tmp/before.json
@@ -27,7 +36,19 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 PLANS = ("ppo", "a2c", "a2c_microbatch", "dqn")
-ITERATIONS = {"ppo": 6, "a2c": 20, "a2c_microbatch": 10, "dqn": 12}
+ITERATIONS = {
+    "ppo": 6,
+    "a2c": 20,
+    "a2c_microbatch": 10,
+    "dqn": 12,
+    "ppo_pendulum": 4,
+    "two_trainer": 6,
+    "sac_pendulum": 3,
+    "impala_sync": 10,
+    "appo_sync": 10,
+    "a3c_sync": 10,
+    "apex_sync": 12,
+}
 STABLE_KEYS = (
     "iteration",
     "num_env_steps_sampled",
@@ -55,10 +76,81 @@ def _local_policies(algo: Any) -> dict[str, Any]:
     return {rid: ws.local_policy for rid, ws in sorted(state.worker_sets.items())}
 
 
+def _load(name: str) -> dict[str, Any]:
+    plan: dict[str, Any] = json.loads((ROOT / "plans" / f"{name}.json").read_text())
+    return plan
+
+
+def _bulk_sync_learner(name: str) -> dict[str, Any]:
+    """An async learner-thread plan's config and policy, trained bulk-sync on the driver."""
+    plan = _load(name)
+    plan["name"] = f"{name}_sync"
+    plan["config"].pop("learner_queue_size")
+    plan["resources"].pop("learner")
+    plan["nodes"] = {
+        "rollouts": {"op": "ParallelRollouts", "inputs": [], "params": {"mode": "bulk_sync"}},
+        "concat": {
+            "op": "ConcatBatches",
+            "inputs": ["rollouts"],
+            "params": {"min_batch_size": "${train_batch_size}"},
+        },
+        "train": {
+            "op": "TrainOneStep",
+            "inputs": ["concat"],
+            "params": {"num_sgd_iter": "${num_sgd_iter}"},
+        },
+        "metrics": {"op": "StandardMetricsReporting", "inputs": ["train"], "params": {}},
+    }
+    if "target_update_freq" in plan["config"]:
+        plan["nodes"]["target"] = {
+            "op": "UpdateTarget",
+            "inputs": ["train"],
+            "params": {"freq": "${target_update_freq}", "unit": "trained"},
+        }
+        plan["nodes"]["metrics"]["inputs"] = ["target"]
+    return plan
+
+
+def _a3c_sync() -> dict[str, Any]:
+    """A3C's config and annealed A2C policy, trained bulk-sync."""
+    plan = _load("a3c")
+    plan["name"] = "a3c_sync"
+    plan["config"].pop("num_async")
+    plan["nodes"] = {
+        "rollouts": {"op": "ParallelRollouts", "inputs": [], "params": {"mode": "bulk_sync"}},
+        "train": {"op": "TrainOneStep", "inputs": ["rollouts"], "params": {}},
+        "metrics": {"op": "StandardMetricsReporting", "inputs": ["train"], "params": {}},
+    }
+    return plan
+
+
+def _apex_sync() -> dict[str, Any]:
+    """The DQN plan with Ape-X's policy (per-worker epsilons) and prioritized replay."""
+    plan = _load("dqn")
+    apex = _load("apex")
+    plan["name"] = "apex_sync"
+    plan["config"]["prioritized_replay"] = True
+    plan["resources"]["workers"]["params"]["policy"] = apex["resources"]["workers"]["params"][
+        "policy"
+    ]
+    for key in ("exploration_epsilon", "worker_epsilon_alpha"):
+        plan["config"][key] = apex["config"][key]
+    return plan
+
+
+VARIANTS = {
+    "impala_sync": lambda: _bulk_sync_learner("impala"),
+    "appo_sync": lambda: _bulk_sync_learner("appo"),
+    "a3c_sync": _a3c_sync,
+    "apex_sync": _apex_sync,
+}
+
+
 def fingerprint(plan: str, iterations: int) -> dict[str, Any]:
     import plangraph
 
-    compiled = plangraph.compile(ROOT / "plans" / f"{plan}.json")
+    source = VARIANTS[plan]() if plan in VARIANTS else ROOT / "plans" / f"{plan}.json"
+    compiled = plangraph.compile(source)
     algo = plangraph.build(compiled, seed=0)
     try:
         result: dict[str, Any] = {}
