@@ -28,10 +28,9 @@ import importlib
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from pydantic import GetCoreSchemaHandler, GetJsonSchemaHandler, TypeAdapter
-from pydantic.json_schema import JsonSchemaValue
-from pydantic_core import PydanticCustomError, core_schema
+from pydantic import TypeAdapter
 
+from plangraph.ops.open_types import OpenSettings
 from plangraph.ops.policies import AlgorithmConfig
 from plangraph.text import close_matches
 
@@ -181,73 +180,17 @@ def as_policy_config(value: Any) -> AlgorithmConfig:
     return _POLICY_ADAPTER.validate_python(value)
 
 
-def _validate(value: Any) -> AlgorithmConfig:
-    if isinstance(value, AlgorithmConfig):
-        return value
-    if not isinstance(value, dict):
-        raise PydanticCustomError(
-            "policy_type",
-            'a policy is an object {{"algo": NAME, ...settings}}, got {kind}',
-            {"kind": type(value).__name__},
-        )
-    if "algo" not in value:
-        raise PydanticCustomError(
-            "union_tag_not_found",
-            "has no 'algo' key to say which algorithm it is",
-            {"discriminator": "'algo'", "expected": _expected()},
-        )
-    name = value["algo"]
-    spec = _REGISTRY.get(name) if isinstance(name, str) else None
-    if spec is None:
-        near = close_matches(str(name), _REGISTRY)
-        raise PydanticCustomError(
-            "unknown_algo",
-            "unknown algorithm {tag}{near}; registered: {known}",
-            {
-                "tag": repr(name),
-                "near": f" (did you mean {near[0]!r}?)" if near else "",
-                "known": ", ".join(sorted(_REGISTRY)),
-                "expected": _expected(),
-                "at": "algo",
-            },
-        )
-    return spec.config.model_validate(value)
-
-
-def _expected() -> str:
-    return ", ".join(repr(n) for n in sorted(_REGISTRY))
-
-
-class _OpenPolicyConfig:
-    """Pydantic type of a ``policy`` field: validated by the registry at validation time
-    (so an algorithm registered after the plan models were built is accepted), dumped as
-    its own model, and in the JSON Schema one branch per built-in algorithm."""
-
-    @classmethod
-    def __get_pydantic_core_schema__(
-        cls, source: Any, handler: GetCoreSchemaHandler
-    ) -> core_schema.CoreSchema:
-        return core_schema.no_info_plain_validator_function(
-            _validate,
-            serialization=core_schema.plain_serializer_function_ser_schema(
-                lambda v, info: v.model_dump(mode=info.mode, by_alias=info.by_alias),
-                info_arg=True,
-            ),
-        )
-
-    @classmethod
-    def __get_pydantic_json_schema__(
-        cls, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler
-    ) -> JsonSchemaValue:
-        # A placeholder naming each built-in's settings model: plangraph.ops.schema puts
-        # those models into the schema's $defs and writes the references (pydantic would
-        # refuse a $ref to a definition it did not make). The committed schema knows
-        # built-ins only.
-        refs = {s.name: s.config.__name__ for s in builtin_algorithms()}
-        return {"x-plangraph-settings": {"tag": "algo", "mapping": refs}}
-
-
-PolicyConfig = Annotated[AlgorithmConfig, _OpenPolicyConfig]
+PolicyConfig = Annotated[
+    AlgorithmConfig,
+    OpenSettings(
+        base=AlgorithmConfig,
+        tag="algo",
+        registry=_REGISTRY,
+        field="a policy",
+        noun="algorithm",
+        codes=("policy_type", "unknown_algo"),
+    ),
+]
 """A field type for a policy config: any registered algorithm's settings model."""
 
 _POLICY_ADAPTER: TypeAdapter[AlgorithmConfig] = TypeAdapter(PolicyConfig)

@@ -30,17 +30,9 @@ import math
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    GetCoreSchemaHandler,
-    GetJsonSchemaHandler,
-)
-from pydantic.json_schema import JsonSchemaValue
-from pydantic_core import PydanticCustomError, core_schema
+from pydantic import BaseModel, ConfigDict, Field
 
-from plangraph.text import close_matches
+from plangraph.ops.open_types import OpenSettings
 
 __all__ = [
     "NATURE_CNN_FILTERS",
@@ -229,69 +221,17 @@ def builtin_model_types() -> list[ModelSpec]:
     return [s for s in model_types().values() if s.builtin]
 
 
-def _validate(value: Any) -> ModelSettings:
-    if isinstance(value, ModelSettings):
-        return value
-    if not isinstance(value, dict):
-        raise PydanticCustomError(
-            "model_type",
-            'a model is an object {{"type": NAME, ...settings}}, got {kind}',
-            {"kind": type(value).__name__},
-        )
-    if "type" not in value:
-        raise PydanticCustomError(
-            "union_tag_not_found",
-            "has no 'type' key to say which model it is",
-            {"discriminator": "'type'", "expected": _expected()},
-        )
-    name = value["type"]
-    spec = _REGISTRY.get(name) if isinstance(name, str) else None
-    if spec is None:
-        near = close_matches(str(name), _REGISTRY)
-        raise PydanticCustomError(
-            "unknown_model",
-            "unknown model type {tag}{near}; registered: {known}",
-            {
-                "tag": repr(name),
-                "near": f" (did you mean {near[0]!r}?)" if near else "",
-                "known": ", ".join(sorted(_REGISTRY)),
-                "expected": _expected(),
-                "at": "type",
-            },
-        )
-    return spec.config.model_validate(value)
-
-
-def _expected() -> str:
-    return ", ".join(repr(n) for n in sorted(_REGISTRY))
-
-
-class _OpenModelConfig:
-    """Pydantic type of a ``model`` field: validated by the registry, dumped as its own
-    settings model; in the JSON Schema one branch per built-in model type."""
-
-    @classmethod
-    def __get_pydantic_core_schema__(
-        cls, source: Any, handler: GetCoreSchemaHandler
-    ) -> core_schema.CoreSchema:
-        return core_schema.no_info_plain_validator_function(
-            _validate,
-            serialization=core_schema.plain_serializer_function_ser_schema(
-                lambda v, info: v.model_dump(mode=info.mode, by_alias=info.by_alias),
-                info_arg=True,
-            ),
-        )
-
-    @classmethod
-    def __get_pydantic_json_schema__(
-        cls, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler
-    ) -> JsonSchemaValue:
-        # A placeholder, as plangraph.ops.algorithms' policy type writes.
-        refs = {s.name: s.config.__name__ for s in builtin_model_types()}
-        return {"x-plangraph-settings": {"tag": "type", "mapping": refs}}
-
-
-ModelConfig = Annotated[ModelSettings, _OpenModelConfig]
+ModelConfig = Annotated[
+    ModelSettings,
+    OpenSettings(
+        base=ModelSettings,
+        tag="type",
+        registry=_REGISTRY,
+        field="a model",
+        noun="model type",
+        codes=("model_type", "unknown_model"),
+    ),
+]
 """A field type for a policy's model: any registered model type's settings."""
 
 register_model("mlp", config=MLPModel, build="plangraph.rl.models:build_mlp", builtin=True)
