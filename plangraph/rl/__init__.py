@@ -2,7 +2,9 @@
 workers, replay. The public learner API for writing an algorithm (``docs/extending.md``):
 ``TorchPolicy`` and ``ActorCriticPolicy`` (the learner bases), ``Fragment`` (what the
 ``postprocess_fragment`` hook sees) with ``gae_columns``, ``segment_columns``,
-``transition_columns`` and ``compute_returns``, ``SampleBatch``, ``Stats``, ``inference``,
+``transition_columns`` (with the ``TRANSITION_LOSS_COLUMNS`` a replay learner reads) and
+``compute_returns``, ``bounded_box`` (a squashed actor's action space), ``SampleBatch``,
+``Stats``, ``inference``,
 ``soft_update``, ``mlp`` and ``build_encoder`` (a registered model type's torch module),
 ``explained_variance`` (a stat) and ``AdvantageNormTerms`` (the split gradient a policy
 returns from ``advantage_norm_terms`` so that microbatches standardise advantages by
@@ -45,6 +47,9 @@ _EXPORTS: dict[str, str] = {
     "gae_columns": "plangraph.rl.postprocessing",
     "segment_columns": "plangraph.rl.postprocessing",
     "transition_columns": "plangraph.rl.postprocessing",
+    "TRANSITION_LOSS_COLUMNS": "plangraph.rl.postprocessing",
+    "TRANSITION_OPTIONAL_COLUMNS": "plangraph.rl.postprocessing",
+    "bounded_box": "plangraph.rl.action_layout",
     "soft_update": "plangraph.rl.models",
     "mlp": "plangraph.rl.models",
     "build_encoder": "plangraph.rl.models",
@@ -63,6 +68,8 @@ _EXPORTS: dict[str, str] = {
 }
 
 __all__ = [
+    "TRANSITION_LOSS_COLUMNS",
+    "TRANSITION_OPTIONAL_COLUMNS",
     "ActorCriticPolicy",
     "AdvantageNormTerms",
     "Fragment",
@@ -79,6 +86,7 @@ __all__ = [
     "SumTree",
     "TorchPolicy",
     "WorkerSet",
+    "bounded_box",
     "build_encoder",
     "compute_advantages",
     "compute_gae",
@@ -96,6 +104,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    from plangraph.rl.action_layout import bounded_box
     from plangraph.rl.actor_critic import ActorCriticPolicy, explained_variance
     from plangraph.rl.advantage_norm import AdvantageNormTerms
     from plangraph.rl.models import build_encoder, mlp, soft_update
@@ -106,6 +115,8 @@ if TYPE_CHECKING:
     from plangraph.rl.policies import make_policy
     from plangraph.rl.policy import Stats, TorchPolicy, inference
     from plangraph.rl.postprocessing import (
+        TRANSITION_LOSS_COLUMNS,
+        TRANSITION_OPTIONAL_COLUMNS,
         Fragment,
         compute_advantages,
         compute_gae,

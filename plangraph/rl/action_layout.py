@@ -8,7 +8,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-__all__ = ["action_layout"]
+__all__ = ["action_layout", "bounded_box"]
 
 
 def action_layout(action_space: gym.Space[Any]) -> tuple[tuple[int, ...], np.dtype[Any], int]:
@@ -32,3 +32,23 @@ def action_layout(action_space: gym.Space[Any]) -> tuple[tuple[int, ...], np.dty
         f"no action distribution for {action_space}: actor-critic policies act in Discrete, "
         "1-D MultiDiscrete and 1-D Box action spaces"
     )
+
+
+def bounded_box(action_space: gym.Space[Any], who: str) -> gym.spaces.Box:
+    """``action_space`` as a 1-D ``Box`` with finite bounds, the actions a squashed
+    (tanh) actor rescales to (SAC, DDPG, TD3); ``who`` names the policy in the message.
+
+    Raises:
+        ValueError: any other space, or a ``Box`` of other rank or with an infinite bound.
+    """
+    if not isinstance(action_space, gym.spaces.Box):
+        raise ValueError(f"{who} acts in Box action spaces only, got {action_space}")
+    if not (
+        len(action_space.shape) == 1
+        and np.all(np.isfinite(action_space.low))
+        and np.all(np.isfinite(action_space.high))
+    ):
+        raise ValueError(
+            f"{who} needs a 1-D Box action space with finite bounds, got {action_space}"
+        )
+    return action_space

@@ -304,6 +304,24 @@ def segment_columns(fragment: Fragment) -> dict[str, np.ndarray]:
     }
 
 
+TRANSITION_LOSS_COLUMNS: tuple[str, ...] = (
+    SampleBatch.OBS,
+    SampleBatch.ACTIONS,
+    SampleBatch.REWARDS,
+    SampleBatch.NEXT_OBS,
+    SampleBatch.TERMINATEDS,
+    SampleBatch.WEIGHTS,
+    SampleBatch.N_STEPS,
+)
+"""The columns a learner on replayed :func:`transition_columns` rows reads (DQN, SAC,
+DDPG, TD3: a policy's ``loss_columns``); ``weights`` (prioritized replay's importance
+weights) and ``n_steps`` are optional (:data:`TRANSITION_OPTIONAL_COLUMNS`)."""
+
+TRANSITION_OPTIONAL_COLUMNS: tuple[str, ...] = (SampleBatch.WEIGHTS, SampleBatch.N_STEPS)
+"""Of :data:`TRANSITION_LOSS_COLUMNS`, those a batch may lack: uniform replay has no
+``weights``, 1-step postprocessing no ``n_steps``."""
+
+
 def transition_columns(fragment: Fragment, n_step: int, gamma: float) -> dict[str, np.ndarray]:
     """Single transitions for replay: ``next_obs``; with ``n_step > 1`` each row becomes
     the transition from ``s_t`` over ``m <= n_step`` steps (Sutton & Barto 2018, sec.

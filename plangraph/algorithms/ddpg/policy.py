@@ -50,10 +50,13 @@ from torch import nn
 from plangraph.algorithms.ddpg.config import DDPGConfig, DeterministicActorCriticConfig
 from plangraph.ops.models import MLPModel
 from plangraph.rl import (
+    TRANSITION_LOSS_COLUMNS,
+    TRANSITION_OPTIONAL_COLUMNS,
     Fragment,
     SampleBatch,
     Stats,
     TorchPolicy,
+    bounded_box,
     inference,
     mlp,
     soft_update,
@@ -128,16 +131,8 @@ class DeterministicActorCriticPolicy(TorchPolicy[ConfigT]):
     model: DeterministicActorCriticModel
     #: a 1-D ``Box`` with finite bounds (``__init__`` refuses others)
     action_space: gym.spaces.Box
-    loss_columns = (
-        _SB.OBS,
-        _SB.ACTIONS,
-        _SB.REWARDS,
-        _SB.NEXT_OBS,
-        _SB.TERMINATEDS,
-        _SB.WEIGHTS,
-        _SB.N_STEPS,
-    )
-    optional_loss_columns = (_SB.WEIGHTS, _SB.N_STEPS)
+    loss_columns = TRANSITION_LOSS_COLUMNS
+    optional_loss_columns = TRANSITION_OPTIONAL_COLUMNS
     #: ``(worker, num_workers)``: this copy's rollout worker (0-based), for Ape-X's noise
     exploration_worker: tuple[int, int] = (0, 1)
 
@@ -149,17 +144,7 @@ class DeterministicActorCriticPolicy(TorchPolicy[ConfigT]):
         seed: int = 0,
         device: str = "cpu",
     ) -> None:
-        name = type(self).__name__
-        if not isinstance(action_space, gym.spaces.Box):  # as TorchPolicy says it
-            raise ValueError(f"{name} acts in Box action spaces only, got {action_space}")
-        if not (
-            len(action_space.shape) == 1
-            and np.all(np.isfinite(action_space.low))
-            and np.all(np.isfinite(action_space.high))
-        ):
-            raise ValueError(
-                f"{name} needs a 1-D Box action space with finite bounds, got {action_space}"
-            )
+        action_space = bounded_box(action_space, type(self).__name__)
         super().__init__(observation_space, action_space, config, seed, device)
         self.action_shape = tuple(action_space.shape)
         low = np.asarray(action_space.low, np.float32)

@@ -37,7 +37,12 @@ from plangraph.algorithms.dqn.config import DQNConfig, per_worker_epsilon
 from plangraph.ops.models import MLPModel
 from plangraph.rl.models import EncoderQNetwork, QNetwork, build_encoder, soft_update
 from plangraph.rl.policy import Stats, TorchPolicy, inference
-from plangraph.rl.postprocessing import Fragment, transition_columns
+from plangraph.rl.postprocessing import (
+    TRANSITION_LOSS_COLUMNS,
+    TRANSITION_OPTIONAL_COLUMNS,
+    Fragment,
+    transition_columns,
+)
 from plangraph.rl.sample_batch import SampleBatch
 
 _SB = SampleBatch
@@ -60,16 +65,8 @@ class DQNPolicy(TorchPolicy[DQNConfig]):
 
     #: (worker, num_workers) of the rollout worker acting with this copy (Ape-X exploration)
     exploration_worker: tuple[int, int] = (0, 1)
-    loss_columns = (
-        _SB.OBS,
-        _SB.ACTIONS,
-        _SB.REWARDS,
-        _SB.NEXT_OBS,
-        _SB.TERMINATEDS,
-        _SB.WEIGHTS,
-        _SB.N_STEPS,
-    )
-    optional_loss_columns = (_SB.WEIGHTS, _SB.N_STEPS)
+    loss_columns = TRANSITION_LOSS_COLUMNS
+    optional_loss_columns = TRANSITION_OPTIONAL_COLUMNS
 
     def build_model(self) -> QNetwork | EncoderQNetwork:
         obs_shape = tuple(self.observation_space.shape)

@@ -44,9 +44,15 @@ from torch.distributions import Independent, Normal, TanhTransform, TransformedD
 
 from plangraph.algorithms.sac.config import SACConfig
 from plangraph.ops.models import MLPModel
+from plangraph.rl.action_layout import bounded_box
 from plangraph.rl.models import flatten_obs, mlp, mlp_forward, soft_update
 from plangraph.rl.policy import Stats, TorchPolicy, inference, to_tensor
-from plangraph.rl.postprocessing import Fragment, transition_columns
+from plangraph.rl.postprocessing import (
+    TRANSITION_LOSS_COLUMNS,
+    TRANSITION_OPTIONAL_COLUMNS,
+    Fragment,
+    transition_columns,
+)
 from plangraph.rl.sample_batch import SampleBatch
 
 _SB = SampleBatch
@@ -117,16 +123,8 @@ class SACPolicy(TorchPolicy[SACConfig]):
     model: SACModel
     #: a 1-D ``Box`` with finite bounds (``__init__`` refuses others)
     action_space: gym.spaces.Box
-    loss_columns = (
-        _SB.OBS,
-        _SB.ACTIONS,
-        _SB.REWARDS,
-        _SB.NEXT_OBS,
-        _SB.TERMINATEDS,
-        _SB.WEIGHTS,
-        _SB.N_STEPS,
-    )
-    optional_loss_columns = (_SB.WEIGHTS, _SB.N_STEPS)
+    loss_columns = TRANSITION_LOSS_COLUMNS
+    optional_loss_columns = TRANSITION_OPTIONAL_COLUMNS
 
     def __init__(
         self,
@@ -142,16 +140,7 @@ class SACPolicy(TorchPolicy[SACConfig]):
                 f'learner device "{device}": the SAC learner trains on the CPU only; use '
                 'learner.device "auto" or "cpu"'
             )
-        if not isinstance(action_space, gym.spaces.Box):  # as TorchPolicy says it
-            raise ValueError(f"SACPolicy acts in Box action spaces only, got {action_space}")
-        if not (
-            len(action_space.shape) == 1
-            and np.all(np.isfinite(action_space.low))
-            and np.all(np.isfinite(action_space.high))
-        ):
-            raise ValueError(
-                f"SACPolicy needs a 1-D Box action space with finite bounds, got {action_space}"
-            )
+        action_space = bounded_box(action_space, "SACPolicy")
         super().__init__(observation_space, action_space, config, seed)
         self.action_shape = tuple(action_space.shape)
         self._low = np.asarray(action_space.low, np.float32)
