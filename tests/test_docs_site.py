@@ -172,6 +172,14 @@ def test_the_readme_is_short_and_its_links_resolve() -> None:
     assert "docs/guide/" in README.read_text(encoding="utf-8")  # it points into the site
 
 
+def test_contributing_stands_on_its_own_and_points_at_the_concepts() -> None:
+    page = ROOT / "CONTRIBUTING.md"
+    text = page.read_text(encoding="utf-8")
+    assert broken_links(page) == []
+    assert "../" not in text  # no required reading outside the repository
+    assert "docs/ARCHITECTURE.md" in text and "docs/CONTRACTS.md" in text
+
+
 def test_the_sites_relative_links_resolve() -> None:
     assert {str(p.relative_to(ROOT)): broken_links(p) for p in site_pages()} == {
         str(p.relative_to(ROOT)): [] for p in site_pages()
