@@ -319,7 +319,7 @@ def cli_page() -> str:
         parts.append(f"| [`plangraph {name}`](#plangraph-{name}) | {cell(helps.get(name, ''))} |")
     for name in COMMANDS:
         p = sub.choices[name]
-        usage = p.format_usage().strip().removeprefix("usage: ")
+        usage = p.format_usage().strip().removeprefix("usage: ").replace("\n" + " " * 7, "\n")
         parts += [
             "",
             f"## plangraph {name}",
