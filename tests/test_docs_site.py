@@ -9,7 +9,8 @@
   (``tests/docs_pages.py`` says how): the marked examples of this module's pages run here
   (``docs/extending.md``'s in ``test_docs_extending.py``); every ``plangraph`` command line
   in a ``bash`` block, or after a ``$`` prompt in an output block, parses with the CLI's own
-  parser, and the ``validate`` ones run.
+  parser, and the ``validate`` ones run; an option the running text gives a command is one
+  of that command's.
 * ``mkdocs build --strict`` passes and the built site has its search index (skipped where the
   ``docs`` extra is not installed; ``.ci/run`` builds it too).
 """
@@ -275,3 +276,28 @@ def test_mkdocs_builds_the_site_strictly_with_search(tmp_path: Path) -> None:
     index = json.loads((site / "search" / "search_index.json").read_text(encoding="utf-8"))
     locations = {doc["location"].split("#")[0] for doc in index["docs"]}
     assert {"reference/operators/", "algorithms/ppo/", "extending/"} <= locations
+
+
+def test_the_options_the_prose_gives_a_command_are_that_commands() -> None:
+    """`plangraph CMD ... --opt` in running text: CMD is a command and --opt its option (a
+    page once said every command takes --import; `plangraph diff` does not)."""
+    from plangraph.cli import COMMANDS, build_parser
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    options = {c: {o for a in sub.choices[c]._actions for o in a.option_strings} for c in COMMANDS}
+    wrong, seen = [], 0
+    for page in site_pages():
+        if is_generated(page):
+            continue
+        text = re.sub(r"```.*?```", "", page.read_text(encoding="utf-8"), flags=re.S)
+        for m in re.finditer(r"`(?:\.venv/bin/)?plangraph ([a-z]+)((?: [^`]*)?)`", text):
+            command, rest = m.group(1), m.group(2)
+            if command not in COMMANDS:
+                wrong.append(f"{page.name}: {m.group(0)}")
+                continue
+            for option in re.findall(r"(?<![\w-])(--?[a-z][\w-]*)", rest):
+                seen += 1
+                if option not in options[command]:
+                    wrong.append(f"{page.name}: {m.group(0)}: {option}")
+    assert wrong == []
+    assert seen >= 20
