@@ -578,9 +578,17 @@ def readme_learning(rows: list[dict[str, str]]) -> str:
         [
             "| " + " | ".join(header) + " |",
             "|" + "---|" * len(header),
-            *("| " + " | ".join(r[h] for h in header) + " |" for r in rows),
+            *("| " + " | ".join(_readme_cell(r, h) for h in header) + " |" for r in rows),
         ]
     )
+
+
+def _readme_cell(row: dict[str, str], column: str) -> str:
+    """A learning-table cell for the README: a plan links to its page on the site."""
+    name = row[column].strip("`")
+    if column == "plan" and (PLANS / f"{name}.json").exists():
+        return f"[`{name}`](docs/algorithms/{name}.md)"
+    return row[column]
 
 
 def replace_between(text: str, begin: str, end: str, body: str, where: str) -> str:
