@@ -572,8 +572,15 @@ def nav_block(names: list[str]) -> str:
     return "\n".join(lines)
 
 
+README_LEARNING_COLUMNS = ["plan", "env", "solved", "median env steps to solve", "budget"]
+"""The learning table's columns the README shows (the table may have more)."""
+
+
 def readme_learning(rows: list[dict[str, str]]) -> str:
-    header = ["plan", "env", "solved", "median env steps to solve", "budget"]
+    header = README_LEARNING_COLUMNS
+    missing = [h for h in header if rows and h not in rows[0]]
+    if missing:
+        raise SystemExit(f"{BENCHMARKS}: the learning table has no column {missing} (README)")
     return "\n".join(
         [
             "| " + " | ".join(header) + " |",
