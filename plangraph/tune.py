@@ -75,7 +75,8 @@ def trainable(
     Args:
         plan: a plan file (``.json``/``.py``), a ``Plan`` or a ``CompiledPlan``.
         config: config overrides for every trial; the trial config's keys win.
-        env, num_workers: as ``plangraph.build`` (default: the plan's).
+        env: as ``plangraph.build`` (default: the plan's).
+        num_workers: as ``plangraph.build`` (default: the plan's).
         stop: ``{result key: threshold}``, the trial ends when any is reached
             (``plangraph.runtime.stopping.StopCriteria``); Tune's ``RunConfig(stop=...)``
             works too.

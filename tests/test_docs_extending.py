@@ -1,14 +1,8 @@
 """``docs/extending.md`` works: its examples are extracted from the page and run for real.
 
-Convention: a fenced code block belongs to an example when the line right before its
-opening fence is the HTML comment (invisible on the rendered page)::
-
-    <!-- example: NAME file=FILENAME -->
-
-Blocks of the same ``NAME`` and ``FILENAME`` are joined in page order, so the page can
-explain a file piece by piece (a class continued in the next block keeps its
-indentation; the joined file is formatted as ruff formats it). A marker not followed by a
-fence is an error. The examples:
+The page's examples are marked as every example on the site is (``tests/docs_pages.py``
+says how: ``<!-- example: NAME file=FILENAME -->`` before a fenced block; a marker not
+followed by a fence is an error). The examples:
 
 * ``own_network`` (``my_net.py``, ``plan.json``): run as the page says, ``python -m
   plangraph run plan.json --import my_net.py``, for 3 iterations (``--max-iterations 3``
@@ -28,7 +22,6 @@ from __future__ import annotations
 import ast
 import json
 import os
-import re
 import runpy
 import subprocess
 import sys
@@ -39,42 +32,12 @@ import numpy as np
 import pytest
 
 import plangraph
+from tests.docs_pages import blocks, examples
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "extending.md"
 
-_MARKER = re.compile(r"^<!-- example: (?P<name>[\w-]+) file=(?P<file>[\w.-]+) -->$")
-_FENCE = re.compile(r"^```\w*$")
-
-
-def page_examples(text: str) -> dict[str, dict[str, str]]:
-    """``{example: {file: source}}`` of the marked blocks of ``text`` (module doc).
-
-    Raises:
-        ValueError: a marker that no fenced block follows, or a block never closed.
-    """
-    lines = text.splitlines()
-    out: dict[str, dict[str, str]] = {}
-    for i, line in enumerate(lines):
-        m = _MARKER.match(line.strip())
-        if m is None:
-            continue
-        if i + 1 >= len(lines) or not _FENCE.match(lines[i + 1]):
-            raise ValueError(f"{PAGE.name}:{i + 1}: example marker without a fenced block after it")
-        try:
-            end = lines.index("```", i + 2)
-        except ValueError:
-            raise ValueError(f"{PAGE.name}:{i + 2}: fenced block never closed") from None
-        block = "\n".join(lines[i + 2 : end]) + "\n"
-        files = out.setdefault(m["name"], {})
-        if m["file"] in files:  # two blank lines before top-level code, one inside a class
-            gap = "\n" if block[:1].isspace() else "\n\n"
-            block = files[m["file"]] + gap + block
-        files[m["file"]] = block
-    return out
-
-
-EXAMPLES = page_examples(PAGE.read_text(encoding="utf-8"))
+EXAMPLES = examples([PAGE])
 
 
 def write_example(name: str, directory: Path) -> dict[str, Path]:
@@ -105,7 +68,7 @@ def test_the_page_marks_both_examples_and_each_file_parses() -> None:
             else:
                 json.loads(source)
     with pytest.raises(ValueError, match="marker without a fenced block"):
-        page_examples("<!-- example: x file=a.py -->\ntext\n")
+        blocks(PAGE, "<!-- example: x file=a.py -->\ntext\n")
 
 
 def test_own_network_example_trains_ppo_from_the_json_plan_on_the_cli(tmp_path: Path) -> None:

@@ -138,7 +138,7 @@ def test_a_run_logs_evaluation_in_result_jsonl_and_tensorboard(finished_run: Pat
     events = EventAccumulator(str(finished_run))
     events.Reload()
     tags = events.Tags()["scalars"]
-    # TensorBoard's group for greedy evaluation is eval/ (README, "Curves, loggers and sweeps").
+    # TensorBoard's group for greedy evaluation is eval/ (docs/guide/loggers.md).
     assert "eval/episode_return_mean" in tags
     steps = [e.step for e in events.Scalars("eval/episode_return_mean")]
     assert steps == [128, 256]  # at env steps sampled, twice

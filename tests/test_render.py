@@ -256,9 +256,10 @@ def test_the_top_level_to_dot_is_the_diagram_layers() -> None:
     assert plangraph.to_dot(compiled, rankdir="LR") == to_dot(compiled, rankdir="LR")
 
 
-def test_readme_diagrams_are_current() -> None:
-    """docs/diagrams/*.dot and the README block match the plans (no `dot` needed)."""
+def test_diagrams_and_their_docs_section_are_current() -> None:
+    """docs/diagrams/*.dot and the block of docs/guide/commands.md match the plans (no `dot`
+    needed)."""
     tool = runpy.run_path(str(ROOT / "tools" / "render_diagrams.py"), run_name="render_diagrams")
     assert tool["main"](["--check"]) == 0, (
-        "diagrams or README section are stale: run .venv/bin/python tools/render_diagrams.py"
+        "diagrams or their docs section are stale: run .venv/bin/python tools/render_diagrams.py"
     )

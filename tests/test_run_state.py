@@ -22,7 +22,7 @@ from plangraph.runtime.result import (
 )
 from plangraph.runtime.run_state import EpisodeWindow, RunState
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+RESULTS_PAGE = Path(__file__).resolve().parent.parent / "docs" / "reference" / "results.md"
 
 
 def conforms(value: object, hint: object) -> bool:
@@ -50,10 +50,10 @@ def test_result_keys_are_derived_from_the_schema() -> None:
     )
 
 
-def readme_result_table() -> dict[str, str]:
-    """``{key: type}`` from the README's table of result keys."""
-    lines = README.read_text(encoding="utf-8").splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith("Result keys"))
+def documented_result_table() -> dict[str, str]:
+    """``{key: type}`` from the table of the documentation's Result keys page."""
+    lines = RESULTS_PAGE.read_text(encoding="utf-8").splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("# Result keys"))
     rows: dict[str, str] = {}
     in_table = False
     for line in lines[start + 1 :]:
@@ -67,8 +67,8 @@ def readme_result_table() -> dict[str, str]:
     return rows
 
 
-def test_readme_documents_exactly_the_declared_result_keys() -> None:
-    table = readme_result_table()
+def test_the_docs_document_exactly_the_declared_result_keys() -> None:
+    table = documented_result_table()
     assert set(table) == RESULT_KEYS
     for key, type_text in table.items():
         hint = RESULT_TYPES[key]

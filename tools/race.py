@@ -64,7 +64,7 @@ a loaded 2-core machine: tens of seconds)."""
 
 TRIAL_TIMEOUT_S = 3600.0
 """Seconds one trial process may take, spawn to exit: a trial runs to the target or to its
-budget (at most 300,000 env steps: under a minute on the hosts in the README, a few
+budget (at most 300,000 env steps: under a minute on the hosts of docs/benchmarks.md, a few
 minutes on a loaded 2-core machine); past an hour it is hung, not slow."""
 
 SB3_ZOO: dict[str, dict[str, Any]] = {

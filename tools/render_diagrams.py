@@ -1,15 +1,16 @@
 #!/usr/bin/env python3
-"""Regenerate the plan diagrams under ``docs/diagrams/`` and the README section showing them.
+"""Regenerate the plan diagrams under ``docs/diagrams/`` and the site section about them.
 
 For every ``plans/*.json``: ``docs/diagrams/<name>.dot`` (what was drawn) and
-``docs/diagrams/<name>.png`` (drawn by Graphviz ``dot``); and the README's example of
+``docs/diagrams/<name>.png`` (drawn by Graphviz ``dot``), which each plan's page under
+``docs/algorithms/`` shows (``tools/gen_docs.py``); and the site's example of
 ``plangraph diff`` (``docs/diagrams/diff_a2c__a2c_microbatch.dot`` and ``.png``). The
-README block between ``<!-- diagrams:begin -->`` and ``<!-- diagrams:end -->`` is
-rewritten to show the seed plans' JSON next to their PNG, and the style table (from
+block of ``docs/guide/commands.md`` between ``<!-- diagrams:begin -->`` and
+``<!-- diagrams:end -->`` is rewritten with the style table (from
 ``plangraph.diagram.style``).
 
 Usage: ``.venv/bin/python tools/render_diagrams.py [--check]``. With ``--check`` nothing
-is written; the exit status is 1 if a .dot, a .png or the README block is out of date
+is written; the exit status is 1 if a .dot, a .png or the page's block is out of date
 (PNG bytes depend on the Graphviz version and fonts, so a PNG counts as current when the
 .dot it was drawn from is).
 """
@@ -17,7 +18,6 @@ is written; the exit status is 1 if a .dot, a .png or the README block is out of
 from __future__ import annotations
 
 import argparse
-import html
 import sys
 import textwrap
 from pathlib import Path
@@ -34,33 +34,10 @@ from plangraph.diagram.style import NodeStyle  # noqa: E402
 
 PLANS = ROOT / "plans"
 OUT = ROOT / "docs" / "diagrams"
-README = ROOT / "README.md"
+PAGE = ROOT / "docs" / "guide" / "commands.md"
 BEGIN, END = "<!-- diagrams:begin -->", "<!-- diagrams:end -->"
-SEED_PLANS = (
-    "ppo",
-    "a2c",
-    "a2c_microbatch",
-    "pg",
-    "dqn",
-    "impala",
-    "appo",
-    "a3c",
-    "apex",
-    "ppo_pendulum",
-    "sac_pendulum",
-    "td3",
-    "ddpg",
-    "apex_ddpg",
-    "two_trainer",
-    "ppo_multiagent",
-    "ppo_halfcheetah",
-    "impala_pong",
-)
-"""The plans the README shows, headline (`plangraph run plans/ppo.json`) first; every plan
-in plans/ gets a diagram."""
-
 DIFF_EXAMPLE = ("a2c", "a2c_microbatch")
-"""The README's `plangraph diff` example: plans/a2c.json -> plans/a2c_microbatch.json."""
+"""The site's `plangraph diff` example: plans/a2c.json -> plans/a2c_microbatch.json."""
 
 SHAPE_WORDS = {
     "invhouse": "pentagon pointing down",
@@ -83,12 +60,12 @@ def _looks(style: NodeStyle) -> str:
     return f"{words}, fill `{style.fill}`"
 
 
-def readme_section() -> str:
-    """The markdown between the README markers (without the markers)."""
+def page_section() -> str:
+    """The markdown between the page's markers (without the markers)."""
     rows = [f"| {cat} | {_looks(st)} |" for cat, st in CATEGORY_STYLES.items()]
     rows.append(f"| resource (`@id`) | {_looks(RESOURCE_STYLE)} |")
     parts = [
-        "## Diagrams: see the plan before it launches",
+        "## render: see the plan before it launches",
         "",
         textwrap.fill(
             "Every plan draws itself from the compiler's typed graph: "
@@ -111,35 +88,21 @@ def readme_section() -> str:
         *rows,
         "",
         textwrap.fill(
-            "The seed plans and their JSON (regenerate with "
-            "`.venv/bin/python tools/render_diagrams.py`; `--check` reports stale files):",
+            "Every plan in `plans/` is drawn on its page under Algorithms (regenerate the "
+            "drawings with `.venv/bin/python tools/render_diagrams.py`; `--check` reports "
+            "stale files).",
             width=92,
             break_on_hyphens=False,
         ),
     ]
-    for name in SEED_PLANS:
-        text = (PLANS / f"{name}.json").read_text(encoding="utf-8").rstrip("\n")
-        parts += [
-            "",
-            f"### `plans/{name}.json`",
-            "",
-            '<table><tr><td valign="top">',
-            "",
-            "```json",
-            text,
-            "```",
-            "",
-            f'</td><td valign="top"><img src="docs/diagrams/{name}.png" '
-            f'alt="{html.escape(f"diagram of plans/{name}.json")}" width="460"></td></tr></table>',
-        ]
     return "\n".join(parts)
 
 
-def replace_section(readme: str, section: str) -> str:
-    start, end = readme.find(BEGIN), readme.find(END)
+def replace_section(page: str, section: str) -> str:
+    start, end = page.find(BEGIN), page.find(END)
     if start < 0 or end < start:
-        raise SystemExit(f"{README}: markers {BEGIN} ... {END} not found (in that order)")
-    return readme[: start + len(BEGIN)] + "\n" + section + "\n" + readme[end:]
+        raise SystemExit(f"{PAGE}: markers {BEGIN} ... {END} not found (in that order)")
+    return page[: start + len(BEGIN)] + "\n" + section + "\n" + page[end:]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -179,12 +142,12 @@ def main(argv: list[str] | None = None) -> int:
         if not args.check:
             render_diff(diff, png_path)
             dot_path.write_text(dot, encoding="utf-8")
-    readme = README.read_text(encoding="utf-8")
-    updated = replace_section(readme, readme_section())
-    if updated != readme:
-        stale.append("README.md (diagrams section)")
+    page = PAGE.read_text(encoding="utf-8")
+    updated = replace_section(page, page_section())
+    if updated != page:
+        stale.append(f"{PAGE.relative_to(ROOT)} (diagrams section)")
         if not args.check:
-            README.write_text(updated, encoding="utf-8")
+            PAGE.write_text(updated, encoding="utf-8")
     for item in stale:
         print(f"{'stale' if args.check else 'wrote'}: {item}")
     return 1 if args.check and stale else 0
