@@ -119,7 +119,13 @@ def parse_key_value(item: str) -> tuple[str, Any] | None:
     parses, else the text as given; Python's ``None``, ``True`` and ``False`` as JSON's
     ``null``, ``true`` and ``false`` (what an RLlib user types); the key stripped of
     spaces. ``None`` when ``item`` has no ``=`` or an empty key (the caller says which
-    option was malformed)."""
+    option was malformed).
+
+    Raises:
+        ValueError: the value is JSON no plan can hold: nested deeper than Python's
+            parser recurses, or an integer of more than 4,300 digits (the message names
+            the key; the compiler bounds the rest, PG105).
+    """
     key, sep, raw = item.partition("=")
     key = key.strip()
     if not sep or not key:
@@ -130,6 +136,16 @@ def parse_key_value(item: str) -> tuple[str, Any] | None:
         return key, json.loads(raw)
     except json.JSONDecodeError:
         return key, raw
+    except RecursionError:
+        raise ValueError(
+            f"{brief(key)}=<{len(raw)} characters>: nested too deeply for a plan value "
+            "(plans nest at most 64 levels deep): flatten it"
+        ) from None
+    except ValueError as exc:  # int(): more digits than Python converts
+        raise ValueError(
+            f"{brief(key)}=<{len(raw)} characters>: not a value a plan can hold ({exc}); "
+            "integers must fit in 64 bits"
+        ) from None
 
 
 def same_value(a: Any, b: Any) -> bool:

@@ -151,6 +151,7 @@ def test_checks_are_the_pipeline_modules_explicit_order() -> None:
         "branch-turns",
         "round-robin",
         "capacity",
+        "replay-size",
     ]
     c = plangraph.compile(ROOT / "plans" / "a2c.json")
     assert c.passes == ("load", *(chk.name for chk in CHECKS))

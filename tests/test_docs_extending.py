@@ -173,6 +173,16 @@ for batch_size in (256, 1024):
     out[batch_size] = [[d.code, d.node, d.pointer] for d in c.diagnostics if d.is_error]
 clip = my_ops.clip_rewards(types.SimpleNamespace(limit=0.5))
 out["clipped"] = clip({"rewards": np.array([-2.0, 0.25, 3.0], np.float32)})["rewards"].tolist()
+from plangraph.rl import SampleBatch
+from plangraph.runtime.build_context import BuildContext
+from plangraph.runtime.implementations import OperatorContext
+from plangraph.runtime.run_state import RunState
+ctx = BuildContext(compiled=None, seed=0, worker_sets={}, buffers={}, run_state=RunState())
+mix = my_ops.mix_in_replay(types.SimpleNamespace(capacity=2), OperatorContext("mix", ctx))
+batch = SampleBatch({"rewards": np.ones(4, np.float32)})
+out["mixed"] = [mix(batch).count for _ in range(4)]
+saved = ctx.operator_states["mix"].get_state()
+out["saved"] = [sorted(saved), len(saved["buffer"])]
 env = wrapped_env(gym.make("CartPole-v1"), [WrapperSpec(name="scale_by", params={"factor": 0.01})])
 env.reset(seed=0)
 out["reward"] = env.step(0)[1]
@@ -187,4 +197,6 @@ print(json.dumps(out))
     assert out["256"] == [["LAB001", "concat", "/nodes/concat/params/min_batch_size"]]
     assert out["1024"] == []  # ClipRewards is a known operator, the check is quiet
     assert out["clipped"] == [-0.5, 0.25, 0.5]
+    assert out["mixed"] == [4, 8, 8, 8]  # nothing to replay at first, then one batch
+    assert out["saved"] == [["buffer", "rng"], 2]  # the last `capacity` batches and the RNG
     assert out["reward"] == pytest.approx(0.01)

@@ -234,7 +234,7 @@ def test_describe_gives_defaults_ranges_units() -> None:
         "type": "int",
         "required": True,
         "default": None,
-        "constraints": [">= 1"],
+        "constraints": [">= 1", "<= 100000000"],
         "description": "Env steps (or agent steps) per emitted batch (at least).",
     }
 

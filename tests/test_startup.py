@@ -100,21 +100,57 @@ print(json.dumps({"rc": rc, "children": sorted(seen),
 
 
 @pytest.mark.parametrize(
-    "args",
+    ("plan", "args"),
     [
-        pytest.param(["--env", "CartPol-v1"], id="unknown-env"),
-        pytest.param(["--set", "nodes.concat.op=NoSuchOperator"], id="bad-override"),
-        pytest.param(["--num-workers", "1000"], id="too-many-workers"),
-        pytest.param(["--stop", "no_such_key=1"], id="bad-stop-key"),
+        pytest.param("ppo", ["--env", "CartPol-v1"], id="unknown-env"),
+        pytest.param("ppo", ["--set", "nodes.concat.op=NoSuchOperator"], id="bad-override"),
+        pytest.param("ppo", ["--num-workers", "1000"], id="too-many-workers"),
+        pytest.param("ppo", ["--stop", "no_such_key=1"], id="bad-stop-key"),
+        pytest.param("dqn", ["--set", "buffer_size=10000000000"], id="replay-memory"),
+        pytest.param("apex", ["--set", "buffer_size=10000000000"], id="replay-actor-memory"),
+        pytest.param("dqn", ["--env", "Pendulum-v1"], id="action-space"),
+        pytest.param("ppo", ["--import", "no_such_module_here"], id="bad-import"),
+        pytest.param("ppo", ["--seed", "-1"], id="bad-seed"),
+        pytest.param("ppo", ["--resume", "no_such_run_dir"], id="bad-resume"),
     ],
 )
-def test_a_refused_run_starts_no_ray_process(args: list[str], tmp_path: Path) -> None:
+def test_a_refused_run_starts_no_ray_process(plan: str, args: list[str], tmp_path: Path) -> None:
     """Bad input is refused before Ray starts: no process (Ray's GCS, raylet, workers) is
     ever started below the command's while it runs."""
-    cmd = ["run", "plans/ppo.json", "--max-iterations", "1", "--out", str(tmp_path / "run")]
+    cmd = ["run", f"plans/{plan}.json", "--max-iterations", "1", "--out", str(tmp_path / "run")]
     stdout = run_python(REFUSED, *cmd, "--no-progress", *args)
     out = json.loads(stdout.splitlines()[-1])
     assert out["rc"] in (1, 2), stdout
     assert out["children"] == [], stdout
     assert out["ray_initialized"] is False
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(
+    ("plan", "args"),
+    [
+        pytest.param("ppo", ["--env", "CartPol-v1"], id="unknown-env"),
+        pytest.param("ppo", ["--num-workers", "1000"], id="too-many-workers"),
+        pytest.param("ppo", ["--grid", "num_workers=1,1000"], id="a-grid-point-refused"),
+        pytest.param("dqn", ["--set", "buffer_size=10000000000"], id="replay-memory"),
+        pytest.param("dqn", ["--env", "Pendulum-v1"], id="action-space"),
+        pytest.param("ppo", ["--seeds", "0", "-1"], id="bad-seed"),
+    ],
+)
+def test_a_refused_sweep_starts_no_ray_process(plan: str, args: list[str], tmp_path: Path) -> None:
+    """``plangraph tune`` checks every trial's plan as ``run`` does, before Ray Tune starts."""
+    seeds = [] if "--seeds" in args else ["--seeds", "0", "1"]
+    cmd = ["tune", f"plans/{plan}.json", "--max-iterations", "1", "--out", str(tmp_path / "t")]
+    stdout = run_python(REFUSED, *cmd, *seeds, *args)
+    out = json.loads(stdout.splitlines()[-1])
+    assert out["rc"] in (1, 2), stdout
+    assert out["children"] == [], stdout
+    assert out["ray_initialized"] is False
+    assert not (tmp_path / "t").exists()
+
+
+def test_a_refused_eval_starts_no_ray_process(tmp_path: Path) -> None:
+    stdout = run_python(REFUSED, "eval", str(tmp_path / "no_such_run"))
+    out = json.loads(stdout.splitlines()[-1])
+    assert out["rc"] in (1, 2), stdout
+    assert out["children"] == [] and out["ray_initialized"] is False

@@ -18,6 +18,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from plangraph.commands.user_modules import add_import_option, import_user_modules
+
 EXIT_OK = 0
 EXIT_USAGE = 2
 EXIT_CANNOT_DRAW = 3
@@ -44,6 +46,8 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     )
     p.add_argument("--rankdir", choices=("TB", "LR"), default="TB", help="layout direction")
     p.add_argument("--no-draw", action="store_true", help="only print the table")
+    # The run's plan is compiled to draw it: a user's operators must be registered.
+    add_import_option(p)
     return p
 
 
@@ -111,6 +115,10 @@ def run(args: argparse.Namespace) -> int:
     from plangraph.ir.profile import ProfileError, read_profile
 
     run_dir: Path = args.run_dir
+    problem = import_user_modules(args.imports)
+    if problem is not None:
+        _say(f"error: {problem}")
+        return EXIT_USAGE
     if not run_dir.is_dir():
         _say(f"error: {run_dir}: not a directory (give a `plangraph run --out` directory)")
         return EXIT_USAGE

@@ -4,8 +4,10 @@ Runs ``plangraph.tune.tuner`` (Ray Tune's ``Tuner`` with the plan as a function 
 a grid over each ``--grid`` key's values and over ``--seeds``, repeated ``--num-samples``
 times; Tune prints its trial table, keeps each trial's checkpoints, and every trial
 directory (``OUT/NAME/<trial>``) has the layout of a ``plangraph run`` directory. Before
-Ray starts, the plan is checked with the first value of every key, so a typo is one
-located error, not one failed trial each.
+Ray starts, every grid point's plan is compiled and checked as ``plangraph run`` checks
+one before Ray starts (``BuildContext.preflight``: env ids and spaces, overrides, replay
+memory, workers per CPU, seeds), so a typo is one located error, not one failed trial
+each, and no Ray process is started for a sweep that cannot run.
 
 Exit status: 0 every trial finished, 1 the plan has errors or a trial failed, 2 usage.
 """
@@ -100,6 +102,59 @@ def parse_grid(items: list[str]) -> dict[str, list[Any]]:
     return grid
 
 
+MAX_PREFLIGHT_POINTS = 256
+"""Most grid points whose plans are compiled and checked before Ray Tune starts."""
+
+
+def _preflight(
+    args: argparse.Namespace, overrides: dict[str, Any], grid: dict[str, list[Any]], first: Any
+) -> int | None:
+    """Check every trial's plan as ``plangraph run`` would before Ray starts (the
+    compiler's errors, then ``BuildContext.preflight``: env, overrides, replay memory,
+    workers per CPU, seeds), so that a sweep whose trials would all fail is refused here;
+    an exit code, or None when every trial may start. Beyond ``MAX_PREFLIGHT_POINTS`` grid
+    points only the first ones are checked (each costs one compilation)."""
+    import itertools
+
+    from plangraph.commands.validate import analyze_safely
+    from plangraph.compiler import Capacity
+    from plangraph.errors import PlangraphError
+    from plangraph.runtime.build_context import BuildContext
+
+    points = itertools.islice(itertools.product(*grid.values()), MAX_PREFLIGHT_POINTS)
+    for i, values in enumerate(points):
+        point = dict(zip(grid, values, strict=True))
+        shown = ", ".join(f"{k}={v!r}" for k, v in point.items()) or "every trial"
+        compiled = (
+            first
+            if i == 0
+            else analyze_safely(
+                args.plan,
+                {**overrides, **point},
+                Capacity.unknown() if args.address else None,
+            )
+        )
+        if compiled is None:
+            return 1
+        if not compiled.ok:
+            for d in compiled.diagnostics:
+                print(d.format(), file=sys.stderr)
+            print(f"{args.plan} ({shown}): not tuned: fix the errors above first", file=sys.stderr)
+            return 1
+        for seed in args.seeds if i == 0 else args.seeds[:1]:
+            try:
+                BuildContext.preflight(
+                    compiled.executed,
+                    env=args.env,
+                    num_workers=args.num_workers,
+                    seed=seed,
+                    address=args.address,
+                )
+            except PlangraphError as exc:
+                return _error(f"grid point {shown}: {exc}" if point else str(exc))
+    return None
+
+
 def run(args: argparse.Namespace) -> int:
     import importlib.util
 
@@ -139,6 +194,10 @@ def run(args: argparse.Namespace) -> int:
     if not compiled.ok:
         print(f"{args.plan}: not tuned: fix the errors above first", file=sys.stderr)
         return 1
+
+    refused = _preflight(args, overrides, grid, compiled)
+    if refused is not None:
+        return refused
 
     from plangraph.runtime.ray_session import ensure_ray
     from plangraph.tune import tuner

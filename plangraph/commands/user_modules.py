@@ -114,7 +114,14 @@ def import_user_modules(names: list[str]) -> str | None:
             raise
         except BaseException as exc:  # the user's module may fail in any way: report it
             file = str(path) if is_file else getattr(sys.modules.get(name), "__file__", None)
-            msg = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            import pydantic
+
+            if isinstance(exc, pydantic.ValidationError):  # its first line hides the cause
+                from plangraph.compiler.loader import validation_text
+
+                msg = validation_text(exc)
+            else:
+                msg = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
             detail = f": {msg}" if msg else ""
             return (
                 f"--import {name}: importing it raised {type(exc).__name__}{detail}"

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from plangraph.commands.user_modules import add_import_option, import_user_modules
+from plangraph.text import brief
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -225,7 +226,10 @@ def parse_overrides(items: list[str]) -> dict[str, Any] | str:
 
     out: dict[str, Any] = {}
     for item in items:
-        pair = parse_key_value(item)
+        try:
+            pair = parse_key_value(item)
+        except ValueError as exc:
+            return f"--set {exc}"
         if pair is None:
             return f"--set/-c/--config expects KEY=VALUE, got {item!r}"
         key, value = pair
@@ -241,7 +245,11 @@ def parse_overrides(items: list[str]) -> dict[str, Any] | str:
 def check_paths(paths: list[str]) -> str | None:
     for p in paths:
         path = Path(p)
-        if not path.exists():
+        try:
+            exists = path.exists()
+        except OSError as exc:  # a name the OS refuses to look up (too long, ...)
+            return f"{brief(p)}: not a file name this system accepts ({exc.strerror})"
+        if not exists:
             return f"no such file: {p}"
         if path.is_dir():
             return f"{p} is a directory; pass plan files (e.g. {p.rstrip('/')}/*.json)"

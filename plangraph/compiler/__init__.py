@@ -25,8 +25,11 @@ from plangraph.compiler.loader import load
 from plangraph.compiler.passes import Draft, PassResult, check_pass_names, pass_names, run_passes
 from plangraph.compiler.pipeline import Check, register_check, run_checks
 from plangraph.compiler.topology import Topology
+from plangraph.ir.limits import HINTS as LIMIT_HINTS
+from plangraph.ir.limits import screen
 from plangraph.ir.plan import Plan, canonical_json_value
 from plangraph.ir.source import Location
+from plangraph.text import brief
 
 __all__ = [
     "CHECKS",
@@ -98,8 +101,23 @@ def analyze(
     overrides: dict[str, Any] = {}
     extra: list[Diagnostic] = []
     for k, v in (config or {}).items():
+        # A Python caller's override may be anything: bounded first (depth, size, 64-bit
+        # integers; without recursion), then converted.
+        screened, problems = screen(v, f"/config/{_pointer_token(k)}")
+        fatal = [p for p in problems if p.fatal]
+        if fatal:
+            extra.extend(
+                Diagnostic(
+                    "PG102" if p.kind == "nonfinite" else "PG105",
+                    f"config override {brief(k)}: {p.message}",
+                    pointer=p.pointer,
+                    hint=LIMIT_HINTS[p.kind],
+                )
+                for p in fatal
+            )
+            continue
         try:
-            overrides[k] = canonical_json_value(v, f"config override {k!r}")
+            overrides[k] = canonical_json_value(screened, f"config override {k!r}")
         except ValueError as exc:
             extra.append(Diagnostic("PG102", str(exc), pointer=f"/config/{k}"))
     ctx = Context(
@@ -119,6 +137,12 @@ def analyze(
     if not any(d.is_error for d in ctx.diagnostics):
         draft, results = run_passes(ctx, disabled)
     return _assemble(ctx, tuple(records), draft, results)
+
+
+def _pointer_token(key: Any) -> str:
+    """``key`` as one JSON pointer token (``~`` and ``/`` escaped)."""
+    text = key if isinstance(key, str) else brief(key)
+    return text.replace("~", "~0").replace("/", "~1")
 
 
 def compile(

@@ -208,6 +208,12 @@ CODES: dict[str, tuple[str, Severity, str]] = {
         "A multi-agent worker set's env names no registered multi-agent env.",
     ),
     # the compiler itself
+    "PG196": (
+        "replay-larger-than-memory",
+        "warning",
+        "A replay buffer that, full, needs more memory than the machine or cluster has (a "
+        "lower bound from the env's spaces).",
+    ),
     "PG199": (
         "internal-check-error",
         "error",

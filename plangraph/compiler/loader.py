@@ -199,6 +199,27 @@ def _too_large(problems: list[Any], smap: SourceMap | None) -> list[Diagnostic]:
     ]
 
 
+MAX_SHOWN_ERRORS = 10
+"""Most pydantic errors :func:`validation_text` spells out (the rest are counted)."""
+
+
+def validation_text(exc: ValidationError) -> str:
+    """Every error of ``exc`` whole, one after another: ``<model>.<location>: <message>
+    (input: <value>)``, at most :data:`MAX_SHOWN_ERRORS` of them, values bounded
+    (``plangraph.text.brief``)."""
+    errors = exc.errors(include_url=False)
+    parts = []
+    for err in errors[:MAX_SHOWN_ERRORS]:
+        where = ".".join(str(p) for p in (exc.title, *err["loc"]))
+        shown = f"{where}: {err['msg']}"
+        if "input" in err:
+            shown += f" (input: {brief(err['input'])})"
+        parts.append(shown)
+    if len(errors) > MAX_SHOWN_ERRORS:
+        parts.append(f"and {len(errors) - MAX_SHOWN_ERRORS} more")
+    return "; ".join(parts)
+
+
 def _from_python(path: Path, file: str) -> Loaded:
     from plangraph.ops.builder import PlanBuildError
 
@@ -219,7 +240,12 @@ def _from_python(path: Path, file: str) -> Loaded:
                 line = fs.lineno
         if isinstance(exc, SyntaxError) and exc.lineno:
             line = exc.lineno
-        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        if isinstance(exc, ValidationError):
+            # The first line of pydantic's text only says how many errors and of what
+            # model ("1 validation error for Resource"): the cause is in the errors.
+            msg = validation_text(exc)
+        else:
+            msg = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         return fail(
             "PG103",
             f"plan file raised {type(exc).__name__}" + (f": {msg}" if msg else ""),

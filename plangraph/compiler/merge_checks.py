@@ -98,9 +98,16 @@ def _liveness(ctx: Context) -> _Liveness:
     while changed:
         changed = False
         for nid in order:
-            if nid in ready or nid in ctx.topology.cyclic or ctx.sigs.get(nid) is None:
+            if nid in ready or nid in ctx.topology.cyclic:
                 continue
             node = ctx.plan.nodes[nid]
+            if ctx.sigs.get(nid) is None:
+                # An unknown operator (PG110: a user's, without --import) is reported
+                # already; whatever it would do is unknown, so assume it produces, rather
+                # than report its users as a knock-on PG176.
+                ready.add(nid)
+                changed = True
+                continue
             if not node.inputs:
                 reads = _reads(ctx, nid)
                 live = not reads or any(r in written for r in reads)

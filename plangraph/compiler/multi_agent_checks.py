@@ -20,13 +20,20 @@ so they import neither gymnasium nor pettingzoo:
 from __future__ import annotations
 
 import fnmatch
+from collections.abc import Mapping
+from typing import Any
 
 from plangraph.compiler.context import Context
 from plangraph.ir.refs import resource_ref_id
 from plangraph.ir.types import MULTI_AGENT_BATCH, SAMPLE_BATCH
-from plangraph.ops.multi_agent_envs import get_multi_agent_env, multi_agent_env_names
+from plangraph.ops.multi_agent_envs import (
+    AgentCountError,
+    get_multi_agent_env,
+    multi_agent_env_names,
+)
 from plangraph.ops.policy_mapping import is_pattern, map_agent
 from plangraph.ops.resources import WorkerSetParams
+from plangraph.ops.sizes import MAX_AGENTS
 from plangraph.text import brief, close_matches
 
 __all__ = ["check_multi_agent_policies", "check_policy_mapping", "check_trained_policies"]
@@ -50,6 +57,53 @@ def _multi_agent_sets(ctx: Context) -> dict[str, WorkerSetParams]:
 def _unknown_policy_hint(pid: str, declared: list[str]) -> tuple[str, tuple[str, ...]]:
     close = close_matches(pid, declared)
     return f"declared policies: {', '.join(declared)}", close
+
+
+def _shown(agents: list[str], limit: int = 10) -> str:
+    """The first ``limit`` agent ids for a message, and how many more there are."""
+    more = f", ... ({len(agents) - limit} more)" if len(agents) > limit else ""
+    return ", ".join(agents[:limit]) + more
+
+
+def _agent_ids(
+    entry: Any, env_config: Mapping[str, Any], ctx: Context | None = None, rid: str = ""
+) -> list[str]:
+    """The agent ids ``entry.agents(env_config)`` lists; ``[]`` (unknown) when it refuses
+    the config (an agent count out of bounds: PG141 at its key, reported when ``ctx`` is
+    given), raises, or lists more than ``MAX_AGENTS`` ids."""
+    where = f"/resources/{rid}/params/env_config"
+    try:
+        agents = list(entry.agents(env_config))
+    except AgentCountError as exc:
+        if ctx is not None:
+            ctx.report(
+                "PG141",
+                f"WorkerSet {brief(rid)}: env {brief(entry.name)}: {exc}",
+                pointer=f"{where}/{_escape(exc.key)}",
+                hint=f"a multi-agent env has at most {MAX_AGENTS} agents here",
+            )
+        return []
+    except Exception as exc:  # a user's agents function: its failure is not ours to raise
+        if ctx is not None:
+            ctx.report(
+                "PG141",
+                f"WorkerSet {brief(rid)}: the agent ids of env {brief(entry.name)} could not "
+                f"be listed from env_config ({type(exc).__name__}: {brief(str(exc))})",
+                pointer=where,
+                hint="fix env_config, or the agents function the env was registered with",
+            )
+        return []
+    if len(agents) > MAX_AGENTS:
+        if ctx is not None:
+            ctx.report(
+                "PG141",
+                f"WorkerSet {brief(rid)}: env {brief(entry.name)} has {len(agents)} agents "
+                f"with this env_config, more than {MAX_AGENTS}",
+                pointer=where,
+                hint=f"use at most {MAX_AGENTS} agents",
+            )
+        return []
+    return [str(a) for a in agents]
 
 
 def check_policy_mapping(ctx: Context) -> None:
@@ -82,7 +136,7 @@ def check_policy_mapping(ctx: Context) -> None:
                 )
         if entry is None or entry.agents is None:
             continue
-        agents = entry.agents(ws.env_config)
+        agents = _agent_ids(entry, ws.env_config, ctx, rid)
         if not agents:
             continue
         for agent in agents:
@@ -90,7 +144,7 @@ def check_policy_mapping(ctx: Context) -> None:
                 ctx.report(
                     "PG191",
                     f"WorkerSet {brief(rid)}: no policy_mapping entry maps agent "
-                    f"{brief(agent)} of {ws.env} to a policy (agents: {', '.join(agents)})",
+                    f"{brief(agent)} of {ws.env} to a policy (agents: {_shown(agents)})",
                     pointer=f"{base}/policy_mapping",
                     hint=f'add "{agent}": "<policy id>" or a pattern that matches it '
                     '("*" maps every agent)',
@@ -104,7 +158,7 @@ def check_policy_mapping(ctx: Context) -> None:
                 ctx.report(
                     "PG192",
                     f"WorkerSet {brief(rid)}: policy_mapping entry {brief(key)} matches no "
-                    f"agent of {ws.env} (agents: {', '.join(agents)})",
+                    f"agent of {ws.env} (agents: {_shown(agents)})",
                     pointer=f"{base}/policy_mapping/{_escape(key)}",
                     key=True,
                     hint="remove it, or correct the agent id or pattern",
@@ -225,7 +279,7 @@ def check_trained_policies(ctx: Context) -> None:
                 trained.update(declared if sel is None else sel)
         mapped = set(ws.policy_mapping.values())
         entry = get_multi_agent_env(ws.env)
-        agents = entry.agents(ws.env_config) if entry and entry.agents else []
+        agents = _agent_ids(entry, ws.env_config) if entry and entry.agents else []
         if agents:
             mapped = {p for a in agents if (p := map_agent(a, ws.policy_mapping)) is not None}
         for pid in declared:

@@ -79,6 +79,7 @@ BUILTIN_CHECKS: tuple[Check, ...] = (
     Check.of("round-robin", merge_checks.check_round_robin_throttle),
     # what the plan asks of the machine (or the Ray cluster) it will run on
     Check.of("capacity", resource_checks.check_capacity),
+    Check.of("replay-size", resource_checks.check_replay_size),
 )
 
 _pipeline: tuple[Check, ...] = BUILTIN_CHECKS

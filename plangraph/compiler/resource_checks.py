@@ -14,13 +14,22 @@ env's spaces (``plangraph.runtime.memory_check``), which the compiler cannot kno
 
 from __future__ import annotations
 
+from typing import Any
+
 from plangraph.compiler.capacity import MAX_WORKERS_PER_CPU, Capacity
 from plangraph.compiler.context import Context, join_hints
 from plangraph.compiler.placement import place_bundles
 from plangraph.ops.resources import WorkerSetParams
 from plangraph.text import brief
 
-__all__ = ["DRIVER_BYTES", "WORKER_BYTES", "check_capacity", "reserved_totals"]
+__all__ = [
+    "DRIVER_BYTES",
+    "WORKER_BYTES",
+    "check_capacity",
+    "check_replay_size",
+    "replay_row_floor",
+    "reserved_totals",
+]
 
 WORKER_BYTES = 370 * 2**20
 """Resident memory of one rollout worker process (bytes): measured 368 MiB (VmRSS) for a
@@ -257,3 +266,91 @@ def check_capacity(ctx: Context) -> None:
                     "cluster with more memory",
                 ),
             )
+
+
+_DTYPE_BYTES = {
+    "float64": 8,
+    "float32": 4,
+    "float16": 2,
+    "int64": 8,
+    "int32": 4,
+    "int16": 2,
+    "int8": 1,
+    "uint64": 8,
+    "uint32": 4,
+    "uint16": 2,
+    "uint8": 1,
+    "bool": 1,
+}
+
+
+def _space_bytes(space: Any) -> int | None:
+    """Bytes of one value of ``space`` (a ``SpaceInfo``), or None when unknown."""
+    size = _DTYPE_BYTES.get(space.dtype or "")
+    if size is None:
+        return None
+    for dim in space.shape:
+        size *= int(dim)
+    return size
+
+
+def replay_row_floor(spaces: Any) -> int | None:
+    """A lower bound of the bytes one replayed row takes (``spaces``: the env's
+    ``EnvSpaces``): its observation and its action, as the env gives them; the
+    rows hold more (rewards, flags, the next observation for replay learners), so the
+    runtime's estimate (``plangraph.runtime.memory_check``) is larger. None when a space's
+    size is unknown (``Dict``, ``Tuple``)."""
+    obs, act = _space_bytes(spaces.observation), _space_bytes(spaces.action)
+    return None if obs is None or act is None else obs + act
+
+
+def _feeding_worker_set(ctx: Context, rid: str) -> str | None:
+    """The first worker set read upstream of (or by) a writer of replay ``rid``."""
+    sets = {r for r, p in ctx.res_params.items() if isinstance(p, WorkerSetParams)}
+    for w in ctx.writers.get(rid, []):
+        if w not in ctx.plan.nodes or w in ctx.topology.cyclic:
+            continue
+        up = ctx.topology.ancestors(w) | {w}
+        for ws in sorted(sets):
+            if any(n in up for n in ctx.readers.get(ws, [])):
+                return ws
+    return None
+
+
+def check_replay_size(ctx: Context) -> None:
+    """Each replay buffer, when full, fits the memory of the machine (or cluster) the plan
+    runs on, by a lower bound from its env's spaces (PG196, a warning: the build refuses it
+    with the exact estimate, PG185, before Ray starts)."""
+    from plangraph.compiler.env_spaces import env_spaces
+
+    memory = ctx.capacity.memory_bytes
+    if memory is None:
+        return
+    for rid, res in ctx.plan.resources.items():
+        p = ctx.res_params.get(rid)
+        capacity = getattr(p, "capacity", None)
+        if res.kind not in ("ReplayBuffer", "ReplayActors") or not isinstance(capacity, int):
+            continue
+        ws_id = _feeding_worker_set(ctx, rid)
+        ws = ctx.res_params.get(ws_id) if ws_id is not None else None
+        if not isinstance(ws, WorkerSetParams) or ws.policy is None:
+            continue  # no feeder, or multi-agent rows (one per policy): not estimated
+        spaces = env_spaces(ws.env, ws.wrappers)
+        row = replay_row_floor(spaces) if spaces is not None else None
+        if not row or capacity * row <= memory:
+            continue
+        fit = memory // row
+        ctx.report(
+            "PG196",
+            f"{res.kind} {brief(rid)} holds capacity={capacity} env steps; full, it needs at "
+            f"least {_fmt_bytes(capacity * row)} ({row} bytes per row for the observation "
+            f"and action of {brief(ws.env)} alone), more than the "
+            f"{_fmt_bytes(memory)} of {ctx.capacity.where}: it could never fill, and "
+            "`plangraph run` refuses it before starting",
+            pointer=f"/resources/{rid}/params/capacity",
+            hint=join_hints(
+                f"lower capacity well below {fit} env steps (`plangraph validate "
+                "--replay-memory` prints the full estimate)",
+                ctx.config_hint(res.params, ["capacity"], f"a value < {fit}"),
+            ),
+        )

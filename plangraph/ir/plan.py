@@ -25,20 +25,28 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
+from plangraph.ir.limits import HINTS, MAX_DEPTH
 from plangraph.ir.refs import CONFIG_KEY_RE, ID_RE, ConfigExpr
 from plangraph.ir.source import Location, SourceMap, parse_json_with_positions
+from plangraph.text import brief
 
 __all__ = ["BuilderOutput", "Node", "Plan", "Resource", "canonical_json_value", "dump_json"]
 
 SCHEMA_KEY = "$schema"
 
 
-def canonical_json_value(value: Any, where: str = "value") -> Any:
+def canonical_json_value(value: Any, where: str = "value", *, _depth: int = 1) -> Any:
     """``value`` as a canonical JSON value: sequences -> tuples, mappings -> dicts.
 
     :class:`~plangraph.ir.refs.ConfigExpr` becomes its ``"${...}"`` string. Raises
-    ``ValueError`` for anything JSON cannot hold (sets, objects, NaN, non-string keys).
+    ``ValueError`` for anything JSON cannot hold (sets, objects, NaN, non-string keys) and
+    for a value nested deeper than ``MAX_DEPTH`` levels (a plan's bound; it also keeps
+    this recursion far from Python's limit, whatever a Python caller passes).
     """
+    if _depth > MAX_DEPTH:
+        raise ValueError(
+            f"{brief(where)}: value nested more than {MAX_DEPTH} levels deep; {HINTS['depth']}"
+        )
     if value is None or isinstance(value, bool | int | str):
         return value
     if isinstance(value, float):
@@ -48,13 +56,15 @@ def canonical_json_value(value: Any, where: str = "value") -> Any:
     if isinstance(value, ConfigExpr):
         return value.ref
     if isinstance(value, list | tuple):
-        return tuple(canonical_json_value(v, f"{where}[{i}]") for i, v in enumerate(value))
+        return tuple(
+            canonical_json_value(v, f"{where}[{i}]", _depth=_depth + 1) for i, v in enumerate(value)
+        )
     if isinstance(value, Mapping):
         out: dict[str, Any] = {}
         for k, v in value.items():
             if not isinstance(k, str):
                 raise ValueError(f"{where}: key {k!r} is not a string")
-            out[k] = canonical_json_value(v, f"{where}.{k}")
+            out[k] = canonical_json_value(v, f"{where}.{k}", _depth=_depth + 1)
         return out
     raise ValueError(f"{where}: {value!r} ({type(value).__name__}) is not a JSON value")
 

@@ -22,7 +22,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from plangraph.ops.sizes import MAX_AGENTS
+
 __all__ = [
+    "AgentCountError",
     "MultiAgentEnvEntry",
     "get_multi_agent_env",
     "multi_agent_env_names",
@@ -73,15 +76,36 @@ def get_multi_agent_env(name: str) -> MultiAgentEnvEntry | None:
     return _REGISTRY.get(name)
 
 
+def _count(env_config: Mapping[str, Any], key: str, default: int, low: int) -> int:
+    """``env_config[key]``, an agent count in ``[low, MAX_AGENTS]``.
+
+    Raises:
+        AgentCountError: it is not (the compiler reports it, PG141, at that key).
+    """
+    n = env_config.get(key, default)
+    if isinstance(n, bool) or not isinstance(n, int) or not low <= n <= MAX_AGENTS:
+        raise AgentCountError(
+            key, f"{key}={n!r}: must be an integer in [{low}, {MAX_AGENTS}] (agents of the env)"
+        )
+    return n
+
+
+class AgentCountError(ValueError):
+    """An ``env_config`` value that sets how many agents an env has is out of bounds;
+    ``key`` names it."""
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(message)
+        self.key = key
+
+
 def _cartpole_agents(env_config: Mapping[str, Any]) -> list[str]:
-    n = env_config.get("num_agents", 2)
-    return [f"agent_{i}" for i in range(n)] if isinstance(n, int) else []
+    return [f"agent_{i}" for i in range(_count(env_config, "num_agents", 2, 1))]
 
 
 def _kaz_agents(env_config: Mapping[str, Any]) -> list[str]:
-    archers, knights = env_config.get("num_archers", 2), env_config.get("num_knights", 2)
-    if not isinstance(archers, int) or not isinstance(knights, int):
-        return []
+    archers = _count(env_config, "num_archers", 2, 0)
+    knights = _count(env_config, "num_knights", 2, 0)
     return [f"archer_{i}" for i in range(archers)] + [f"knight_{i}" for i in range(knights)]
 
 

@@ -31,13 +31,16 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from plangraph.ops.models import ModelConfig, ModelSettings, default_model
+from plangraph.ops.sizes import MAX_N_STEP, HiddenSizes
 
 __all__ = [
     "CAPABILITIES",
     "GAE_COLUMNS",
+    "MAX_N_STEP",
     "ActorCriticConfig",
     "AlgorithmConfig",
     "ColumnLayout",
+    "HiddenSizes",
     "Schedule",
     "check_schedule",
 ]
@@ -201,7 +204,7 @@ class AlgorithmConfig(BaseModel):
 
     model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid", allow_inf_nan=False)
 
-    hiddens: tuple[int, ...] = Field(
+    hiddens: HiddenSizes = Field(
         (64, 64),
         description="Hidden layer widths of each MLP (policy and value nets) when no `model` "
         "is given.",

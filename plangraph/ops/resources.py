@@ -14,6 +14,17 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from plangraph.ir.plan import Resource
 from plangraph.ops.algorithms import PolicyConfig
 from plangraph.ops.registry import ResourceKind, register_resource_kind
+from plangraph.ops.sizes import (
+    MAX_ENVS_PER_WORKER,
+    MAX_FRAGMENT,
+    MAX_MEMORY_BYTES,
+    MAX_PASSES,
+    MAX_QUEUE,
+    MAX_REPLAY_CAPACITY,
+    MAX_RESTARTS,
+    MAX_SHARDS,
+    MAX_WORKERS,
+)
 from plangraph.ops.wrappers import WrapperSpec
 
 EnvConfigValue = str | int | float | bool | None
@@ -43,7 +54,10 @@ class WorkerResources(BaseModel):
         0.0, ge=0.0, description="GPUs reserved per rollout worker (workers sample on CPU)."
     )
     memory: int = Field(
-        0, ge=0, description="Memory reserved per rollout worker (bytes; 0: none reserved)."
+        0,
+        ge=0,
+        le=MAX_MEMORY_BYTES,
+        description="Memory reserved per rollout worker (bytes; 0: none reserved).",
     )
     resources: dict[str, float] = Field(
         default_factory=dict,
@@ -98,9 +112,13 @@ class WorkerSetParams(BaseModel):
     model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid", allow_inf_nan=False)
 
     env: str = Field("CartPole-v1", description="Gymnasium env id (overridden by --env).")
-    num_workers: int = Field(2, ge=0, description="Remote rollout workers; 0 samples locally.")
-    num_envs_per_worker: int = Field(8, ge=1, description="Sub-envs in each worker's vector env.")
-    rollout_fragment_length: Annotated[int, Field(ge=1)] | Literal["auto"] = Field(
+    num_workers: int = Field(
+        2, ge=0, le=MAX_WORKERS, description="Remote rollout workers; 0 samples locally."
+    )
+    num_envs_per_worker: int = Field(
+        8, ge=1, le=MAX_ENVS_PER_WORKER, description="Sub-envs in each worker's vector env."
+    )
+    rollout_fragment_length: Annotated[int, Field(ge=1, le=MAX_FRAGMENT)] | Literal["auto"] = Field(
         64,
         description=(
             'Env steps per sub-env in one sample() call; "auto": sized by the compiler so '
@@ -140,6 +158,7 @@ class WorkerSetParams(BaseModel):
     max_worker_restarts: int = Field(
         3,
         ge=0,
+        le=MAX_RESTARTS,
         description=(
             "Replacements of one dead rollout worker allowed within worker_restart_window_s; "
             "its next death stops the run with WorkerRestartError (0: never replace)."
@@ -206,7 +225,9 @@ class ReplayBufferParams(BaseModel):
 
     model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid", allow_inf_nan=False)
 
-    capacity: int = Field(50_000, ge=1, description="Capacity in env steps (FIFO eviction).")
+    capacity: int = Field(
+        50_000, ge=1, le=MAX_REPLAY_CAPACITY, description="Capacity in env steps (FIFO eviction)."
+    )
     learning_starts: int = Field(
         1_000, ge=0, description="Readers yield nothing until this many env steps are stored."
     )
@@ -241,7 +262,10 @@ class ReplayActorsParams(ReplayBufferParams):
     """
 
     capacity: int = Field(
-        50_000, ge=1, description="Capacity in env steps over all shards (FIFO per shard)."
+        50_000,
+        ge=1,
+        le=MAX_REPLAY_CAPACITY,
+        description="Capacity in env steps over all shards (FIFO per shard).",
     )
     learning_starts: int = Field(
         1_000,
@@ -256,10 +280,13 @@ class ReplayActorsParams(ReplayBufferParams):
         ge=0,
         description="Env steps sampled over all shards over which beta anneals (per-shard share).",
     )
-    num_shards: int = Field(4, ge=1, description="Replay actors, one buffer shard each.")
+    num_shards: int = Field(
+        4, ge=1, le=MAX_SHARDS, description="Replay actors, one buffer shard each."
+    )
     max_shard_restarts: int = Field(
         0,
         ge=0,
+        le=MAX_RESTARTS,
         description=(
             "Replacements (empty) of one dead shard allowed within shard_restart_window_s; "
             "0: a dead shard stops the run with an error naming it."
@@ -314,14 +341,22 @@ class LearnerThreadParams(BaseModel):
         description='The WorkerSet whose learner policy this thread trains, "@id".',
     )
     inqueue_size: int = Field(
-        16, ge=1, description="Train batches waiting for the learner, at most (back-pressure)."
+        16,
+        ge=1,
+        le=MAX_QUEUE,
+        description="Train batches waiting for the learner, at most (back-pressure).",
     )
     outqueue_size: int = Field(
-        16, ge=1, description="Train results waiting for the driver, at most."
+        16, ge=1, le=MAX_QUEUE, description="Train results waiting for the driver, at most."
     )
-    num_sgd_iter: int = Field(1, ge=1, description="Passes (optimizer steps) over each batch.")
+    num_sgd_iter: int = Field(
+        1, ge=1, le=MAX_PASSES, description="Passes (optimizer steps) over each batch."
+    )
     minibatch_buffer_size: int = Field(
-        1, ge=1, description="Batches whose passes are interleaved (RLlib MinibatchBuffer)."
+        1,
+        ge=1,
+        le=MAX_QUEUE,
+        description="Batches whose passes are interleaved (RLlib MinibatchBuffer).",
     )
 
 

@@ -23,8 +23,10 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import operator
 import threading
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -223,6 +225,29 @@ def _check_worker_counts(params: dict[str, Any], cpus: int, where: str) -> None:
             )
 
 
+def _ray_is_up() -> bool:
+    """Whether this process is connected to Ray (without importing it when it is not:
+    then it cannot be)."""
+    import sys
+
+    ray = sys.modules.get("ray")
+    return bool(ray is not None and ray.is_initialized())
+
+
+@dataclass(frozen=True)
+class Preflight:
+    """What :meth:`BuildContext.preflight` checked and resolved: the run ``seed``, each
+    worker set's params with the overrides (``worker_sets``), every resource's validated
+    params (``params``), the multi-agent worker sets (``multi_agent``) and each worker
+    set's env creator (``envs``), by resource id."""
+
+    seed: int
+    worker_sets: dict[str, WorkerSetParams]
+    params: dict[str, BaseModel | None]
+    multi_agent: set[str]
+    envs: dict[str, Any]
+
+
 @dataclass
 class BuildContext:
     """The built plan every lowering shares: compiled plan, run seed, resources by id
@@ -254,9 +279,15 @@ class BuildContext:
     resource_params: dict[str, Any] = field(default_factory=dict)
     """The validated params of every resource as built (``build()``'s env id and
     ``num_workers`` applied to the worker sets), by resource id."""
+    unsaved_states: dict[str, str] = field(default_factory=dict)
+    """Node id -> what state its operator keeps without checkpoint hooks (a user
+    operator's RNG or buffers, see ``plangraph.runtime.implementations``): a checkpoint
+    warns (``ResumeWarning``) for each, as for sub-envs that cannot be captured."""
+    rng_nodes: set[str] = field(default_factory=set)
+    """Nodes that took their per-node RNG (:meth:`node_rng`) in this dataflow."""
 
     @classmethod
-    def create(
+    def preflight(
         cls,
         compiled: CompiledPlan,
         *,
@@ -264,26 +295,22 @@ class BuildContext:
         num_workers: int | None,
         seed: int,
         address: str | None = None,
-        run_state: RunState | None = None,
-    ) -> BuildContext:
-        """Start the plan's worker sets and create its replay buffers (``env``, an env id
-        or a creator callable, and ``num_workers`` override every ``WorkerSet``);
-        ``run_state`` defaults to a fresh ``RunState.for_plan(compiled)``.
+    ) -> Preflight:
+        """Every check :meth:`create` makes before Ray starts, without starting it: the
+        seed, the overrides, each env (resolved, creatable, its spaces against the policy),
+        the driver's replay memory and, unless joining a cluster (``address``), the number
+        of remote workers against this machine's CPUs. ``plangraph tune`` runs it for every
+        trial's plan before Ray Tune starts.
 
         Raises:
-            BuildError: the seed is not an integer in [0, 2**63 - 1], an override is
-                invalid, the env id is unknown, the replay buffers cannot fit in the
-                available memory (replay actors: in the memory Ray reports, once Ray
-                is up; a located PG185 diagnostic), or a worker set asks for more than
-                ``MAX_WORKERS_PER_CPU`` (4) remote workers per CPU (all before Ray starts),
-                or ``address`` is unreachable (within seconds); with ``address``, the
-                worker bound is checked against the cluster's CPUs once joined.
+            BuildError: as :meth:`create` does before Ray starts.
         """
-        import ray
-
-        from plangraph.rl import make_replay_buffer
-        from plangraph.runtime.memory_check import check_replay_actor_memory, check_replay_memory
-        from plangraph.runtime.ray_session import cluster_cpus, ensure_ray, local_cpus
+        from plangraph.runtime.memory_check import (
+            available_memory_bytes,
+            check_replay_actor_memory,
+            check_replay_memory,
+        )
+        from plangraph.runtime.ray_session import cluster_cpus, local_cpus
 
         try:
             seed_ok = not isinstance(seed, bool) and 0 <= operator.index(seed) < 2**63
@@ -341,10 +368,53 @@ class BuildContext:
         check_replay_memory(compiled, params, envs=envs)
         # Bound the worker count by the CPUs Ray will have: before Ray starts when it is
         # started here; a cluster's CPUs are only known once joined.
-        if ray.is_initialized():
+        if _ray_is_up():
             _check_worker_counts(params, cluster_cpus(), "the Ray cluster")
         elif not address:
             _check_worker_counts(params, local_cpus(), "this machine")
+            # Ray started here offers at most the memory available now: replay actors
+            # that exceed it are refused before it starts (create checks Ray's figure).
+            available = available_memory_bytes()
+            if available is not None:
+                check_replay_actor_memory(
+                    compiled, params, available, envs=envs, where="this machine has available"
+                )
+        return Preflight(seed, worker_set_params, params, multi, envs)
+
+    @classmethod
+    def create(
+        cls,
+        compiled: CompiledPlan,
+        *,
+        env: str | Callable[..., Any] | None,
+        num_workers: int | None,
+        seed: int,
+        address: str | None = None,
+        run_state: RunState | None = None,
+    ) -> BuildContext:
+        """Start the plan's worker sets and create its replay buffers (``env``, an env id
+        or a creator callable, and ``num_workers`` override every ``WorkerSet``);
+        ``run_state`` defaults to a fresh ``RunState.for_plan(compiled)``.
+
+        Raises:
+            BuildError: the seed is not an integer in [0, 2**63 - 1], an override is
+                invalid, the env id is unknown, the replay buffers cannot fit in the
+                available memory (replay actors: in the memory Ray reports, once Ray
+                is up; a located PG185 diagnostic), or a worker set asks for more than
+                ``MAX_WORKERS_PER_CPU`` (4) remote workers per CPU (all before Ray starts),
+                or ``address`` is unreachable (within seconds); with ``address``, the
+                worker bound is checked against the cluster's CPUs once joined.
+        """
+
+        from plangraph.rl import make_replay_buffer
+        from plangraph.runtime.memory_check import check_replay_actor_memory
+        from plangraph.runtime.ray_session import cluster_cpus, ensure_ray
+
+        checked = cls.preflight(
+            compiled, env=env, num_workers=num_workers, seed=seed, address=address
+        )
+        seed, worker_set_params, params = checked.seed, checked.worker_sets, checked.params
+        multi, envs = checked.multi_agent, checked.envs
         ensure_ray(address)
         if address:
             _check_worker_counts(params, cluster_cpus(), f"the cluster at {address}")
@@ -458,6 +528,58 @@ class BuildContext:
         """The ``ReplayActorSet`` of the ``ReplayActors`` resource ``ref`` names."""
         return self.replay_actors[resource_id(ref)]
 
+    # -- what an operator is given -----------------------------------------------------
+
+    def node_rng(self, node_id: str) -> np.random.Generator:
+        """A fresh ``numpy`` generator for node ``node_id``, seeded from the run seed and
+        the node id (the same stream in every run of the same seed; independent of every
+        other node's and of the resources' seeds). An RNG is state: a node that takes one
+        saves it with :meth:`register_operator_state` (``rng.bit_generator.state`` is plain
+        data), or a checkpoint warns (``ResumeWarning``) that a resumed run will differ."""
+        self.rng_nodes.add(node_id)
+        digest = hashlib.sha256(node_id.encode("utf-8", "surrogatepass")).digest()
+        # spawn_key keeps the node streams apart from SeedSequence(seed).spawn(n), which the
+        # resources use (their keys are (0,), (1,), ...; a node's is two words long).
+        key = (int.from_bytes(digest[:4], "little"), int.from_bytes(digest[4:8], "little"))
+        return np.random.default_rng(np.random.SeedSequence(self.seed, spawn_key=key))
+
+    def record_sampled(
+        self,
+        env_steps: int,
+        episode_returns: Any = (),
+        episode_lengths: Any = (),
+    ) -> None:
+        """Count samples as the built-in sources do: ``env_steps`` (every sub-env step
+        once) added to ``num_env_steps_sampled``, and the episodes completed in them
+        (``episode_returns`` float ``[E]``, ``episode_lengths`` int ``[E]`` env steps) added
+        to the run's episode window (``episode_return_mean``, ``episodes_total``). A source
+        operator calls it for each item it emits; ``record_batch`` takes a ``SampleBatch``.
+
+        Raises:
+            ValueError: ``env_steps`` is not an integer >= 0, or returns and lengths are
+                not 1-D of the same size.
+        """
+        from plangraph.runtime.counters import SAMPLED
+
+        if isinstance(env_steps, bool) or not isinstance(env_steps, int | np.integer):
+            raise ValueError(f"env_steps={env_steps!r}: must be an integer >= 0")
+        if env_steps < 0:
+            raise ValueError(f"env_steps={env_steps!r}: must be an integer >= 0")
+        returns = np.asarray(episode_returns, dtype=np.float64)
+        lengths = np.asarray(episode_lengths, dtype=np.int64)
+        if returns.ndim != 1 or lengths.shape != returns.shape:
+            raise ValueError(
+                f"episode_returns {returns.shape} and episode_lengths {lengths.shape}: "
+                "must be 1-D arrays of the same size (one entry per completed episode)"
+            )
+        self.run_state.counters[SAMPLED] += int(env_steps)
+        self.run_state.episodes.add(returns, lengths)
+
+    def record_batch(self, batch: Any) -> None:
+        """:meth:`record_sampled` for a ``SampleBatch`` (its ``env_steps()`` and the
+        episodes it completed: ``episode_returns``, ``episode_lengths``)."""
+        self.record_sampled(int(batch.env_steps()), batch.episode_returns, batch.episode_lengths)
+
     # -- checkpoint state ------------------------------------------------------------------
 
     def register_operator_state(
@@ -496,6 +618,7 @@ class BuildContext:
                 held.enter_context(self.policy_locks[rid])
             policies = {rid: ws.local_policy.get_state() for rid, ws in self.worker_sets.items()}
             learners = {rid: t.get_state() for rid, t in self.learners.items()}
+        self._warn_unsaved_states()
         state: dict[str, Any] = {
             "policies": policies,
             "workers": {rid: ws.get_state() for rid, ws in self.worker_sets.items()},
@@ -507,6 +630,25 @@ class BuildContext:
         if self.replay_actors:
             state["replay_actors"] = {rid: r.get_state() for rid, r in self.replay_actors.items()}
         return state
+
+    def _warn_unsaved_states(self) -> None:
+        """``ResumeWarning`` for every operator that keeps state a checkpoint cannot hold."""
+        from plangraph.rl.worker_set import ResumeWarning
+
+        unsaved = dict(self.unsaved_states)
+        for nid in self.rng_nodes - set(self.operator_states):
+            unsaved.setdefault(nid, "it draws from its per-node RNG")
+        for nid, what in sorted(unsaved.items()):
+            if nid in self.operator_states:
+                continue
+            warnings.warn(
+                f"node {nid!r}: {what} but registers no way to save it, so the checkpoint "
+                "does not hold it and a resumed run differs from an uninterrupted one; save "
+                "it with the operator context's save_state(get_state, set_state) "
+                "(docs/extending.md, Operators)",
+                ResumeWarning,
+                stacklevel=3,
+            )
 
     def set_state(self, state: dict[str, Any]) -> None:
         """Restore ``get_state()`` output (restore ``run_state`` first: the weights sent to

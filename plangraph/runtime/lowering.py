@@ -97,6 +97,8 @@ def lower_plan(compiled: Any, ctx: BuildContext) -> LocalIterator[Any]:
     # Only what the output pulls runs; a shared stream is fanned out to its users.
     needed = compiled.ancestors(compiled.output) | {compiled.output}
     ctx.operator_states.clear()
+    ctx.unsaved_states.clear()
+    ctx.rng_nodes.clear()
     ctx.stages.clear()
     on_workers = _place_worker_maps(compiled, ctx, needed)
     stages = _stages(compiled, needed)
@@ -149,7 +151,7 @@ def _place_worker_maps(compiled: Any, ctx: BuildContext, needed: frozenset[str])
             mapped = compiled.nodes[map_id]
             if map_id not in needed or not has_item_function(mapped):
                 break
-            fn = item_function(mapped, ctx)
+            fn = item_function(mapped, ctx, on_workers=True)
             assert fn is not None
             chain.append((map_id, fn))
             placed[map_id] = f"{source_id}@workers"

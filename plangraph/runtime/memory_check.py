@@ -283,9 +283,11 @@ def check_replay_actor_memory(
     available: int | None = None,
     *,
     envs: Mapping[str, Any] | None = None,
+    where: str = "Ray reports",
 ) -> list[ReplayEstimate]:
     """Raise unless the plan's replay actors fit in the memory Ray reports available
-    (``available`` bytes if given; call with Ray running). Returns their estimates.
+    (``available`` bytes if given, which ``where`` names in the message; without it, call
+    with Ray running). Returns their estimates.
 
     Raises:
         BuildError: they do not fit; the message is the located PG185 diagnostic(s) with
@@ -298,7 +300,7 @@ def check_replay_actor_memory(
         available = ray_available_memory()
     if available is None:
         return estimates
-    problems = replay_memory_diagnostics(compiled, estimates, available, "Ray reports", python=True)
+    problems = replay_memory_diagnostics(compiled, estimates, available, where, python=True)
     if problems:
         raise BuildError("\n".join(d.format() for d in problems))
     return estimates

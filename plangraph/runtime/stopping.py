@@ -109,12 +109,16 @@ def parse_key_values(items: Iterable[str], *, what: str) -> dict[str, Any]:
     """Parse ``["a=1", "b=x"]`` into ``{"a": 1, "b": "x"}``; values are JSON when they parse.
 
     Raises:
-        StopCriterionError: an item without ``=`` or with an empty key, or a key given two
-            different values; the message names the item and ``what`` (e.g. ``--stop``).
+        StopCriterionError: an item without ``=`` or with an empty key, a value no plan
+            can hold (``parse_key_value``), or a key given two different values; the
+            message names the item and ``what`` (e.g. ``--stop``).
     """
     out: dict[str, Any] = {}
     for item in items:
-        pair = parse_key_value(item)
+        try:
+            pair = parse_key_value(item)
+        except ValueError as exc:
+            raise StopCriterionError(f"{what} {exc}") from None
         if pair is None:
             raise StopCriterionError(
                 f"{what} {item!r}: expected KEY=VALUE, e.g. {what} episode_return_mean=475"

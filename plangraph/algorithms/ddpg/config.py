@@ -10,7 +10,7 @@ from typing import ClassVar, Literal
 from pydantic import Field
 
 from plangraph.algorithms.dqn import per_worker_epsilon
-from plangraph.ops.policies import AlgorithmConfig, ColumnLayout
+from plangraph.ops.policies import MAX_N_STEP, AlgorithmConfig, ColumnLayout, HiddenSizes
 
 __all__ = ["DDPGConfig", "DeterministicActorCriticConfig"]
 
@@ -36,7 +36,7 @@ class DeterministicActorCriticConfig(AlgorithmConfig):
     needs_bounded_actions: ClassVar[bool] = True
     model_types: ClassVar[frozenset[str]] = frozenset({"mlp"})
 
-    hiddens: tuple[int, ...] = Field(
+    hiddens: HiddenSizes = Field(
         (256, 256),
         description="Hidden layer widths of the actor and of each Q-network when no `model` "
         "is given.",
@@ -80,6 +80,7 @@ class DeterministicActorCriticConfig(AlgorithmConfig):
     n_step: int = Field(
         1,
         ge=1,
+        le=MAX_N_STEP,
         description="n-step Q targets: sum up to n discounted rewards within one episode "
         "and fragment, then bootstrap with gamma**k. 1 = one-step targets (both papers).",
     )

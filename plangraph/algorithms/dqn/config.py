@@ -6,7 +6,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
-from plangraph.ops.policies import AlgorithmConfig, ColumnLayout
+from plangraph.ops.policies import MAX_N_STEP, AlgorithmConfig, ColumnLayout
 
 __all__ = ["DQNConfig", "per_worker_epsilon"]
 
@@ -32,6 +32,7 @@ class DQNConfig(AlgorithmConfig):
     n_step: int = Field(
         1,
         ge=1,
+        le=MAX_N_STEP,
         description=(
             "n-step Q-learning targets (Sutton & Barto 2018, sec. 7.1; Hessel et al. 2018): "
             "sum up to n discounted rewards within one episode and fragment, then bootstrap "

@@ -6,7 +6,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
-from plangraph.ops.policies import AlgorithmConfig, ColumnLayout
+from plangraph.ops.policies import MAX_N_STEP, AlgorithmConfig, ColumnLayout, HiddenSizes
 
 __all__ = ["SACConfig"]
 
@@ -27,7 +27,7 @@ class SACConfig(AlgorithmConfig):
     action_spaces: ClassVar[frozenset[str]] = frozenset({"Box"})
     needs_bounded_actions: ClassVar[bool] = True
     model_types: ClassVar[frozenset[str]] = frozenset({"mlp"})
-    hiddens: tuple[int, ...] = Field(
+    hiddens: HiddenSizes = Field(
         (256, 256),
         description="Hidden layer widths of the actor and of each Q-network when no `model` "
         "is given.",
@@ -61,6 +61,7 @@ class SACConfig(AlgorithmConfig):
     n_step: int = Field(
         1,
         ge=1,
+        le=MAX_N_STEP,
         description="n-step soft Q targets: sum up to n discounted rewards within one "
         "episode and fragment, then bootstrap with gamma**k. 1 = one-step SAC.",
     )

@@ -12,6 +12,7 @@ from pydantic import Field
 from plangraph.ops.builtin._shared import PolicyIds, policies_field, same_as_input
 from plangraph.ops.declare import register_op
 from plangraph.ops.registry import OpParams
+from plangraph.ops.sizes import MAX_BATCH
 
 __all__ = [
     "Batch",
@@ -42,7 +43,9 @@ class ConcatBatchesParams(OpParams):
     """
 
     min_batch_size: int = Field(
-        ge=1, description="Env steps (or agent steps) per emitted batch (at least)."
+        ge=1,
+        le=MAX_BATCH,
+        description="Env steps (or agent steps) per emitted batch (at least).",
     )
     count_steps_by: Literal["env_steps", "agent_steps"] = Field(
         "env_steps",
@@ -91,7 +94,7 @@ SelectExperiences = register_op(
 class BatchParams(OpParams):
     """Group ``n`` consecutive items into one list: ``T -> list[T]`` (``stream.batch(n)``)."""
 
-    n: int = Field(ge=1, description="Items per emitted list.")
+    n: int = Field(ge=1, le=MAX_BATCH, description="Items per emitted list.")
 
 
 Batch = register_op(

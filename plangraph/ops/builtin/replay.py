@@ -16,6 +16,7 @@ from pydantic import Field
 from plangraph.ops.builtin._shared import PolicyIds, ResourceRef, policies_field, same_as_input
 from plangraph.ops.declare import register_op
 from plangraph.ops.registry import OpParams
+from plangraph.ops.sizes import MAX_BATCH, MAX_IN_FLIGHT
 
 __all__ = [
     "LocalReplay",
@@ -82,7 +83,7 @@ class LocalReplayParams(OpParams):
     """
 
     buffer: ResourceRef = Field(description='The ReplayBuffer resource to read, "@id".')
-    batch_size: int = Field(ge=1, description="Env steps per replayed batch.")
+    batch_size: int = Field(ge=1, le=MAX_BATCH, description="Env steps per replayed batch.")
 
 
 LocalReplay = register_op(
@@ -114,8 +115,10 @@ class ParallelReplayParams(OpParams):
     """
 
     buffer: ResourceRef = Field(description='The ReplayActors resource to read, "@id".')
-    batch_size: int = Field(ge=1, description="Env steps per replayed batch.")
-    num_async: int = Field(4, ge=1, description="Sample requests in flight per shard.")
+    batch_size: int = Field(ge=1, le=MAX_BATCH, description="Env steps per replayed batch.")
+    num_async: int = Field(
+        4, ge=1, le=MAX_IN_FLIGHT, description="Sample requests in flight per shard."
+    )
 
 
 ParallelReplay = register_op(

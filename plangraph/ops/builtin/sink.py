@@ -16,6 +16,7 @@ from plangraph.ops.builtin._shared import (
 )
 from plangraph.ops.declare import register_op
 from plangraph.ops.registry import OpParams
+from plangraph.ops.sizes import MAX_WINDOW
 
 __all__ = ["StandardMetricsReporting", "StandardMetricsReportingParams"]
 
@@ -50,7 +51,10 @@ class StandardMetricsReportingParams(OpParams):
         description="Env steps sampled per iteration, at least (RLlib timesteps_per_iteration).",
     )
     metrics_window: int = Field(
-        100, ge=1, description="Completed episodes averaged into episode_return_mean etc."
+        100,
+        ge=1,
+        le=MAX_WINDOW,
+        description="Completed episodes averaged into episode_return_mean etc.",
     )
     max_idle_s: float = Field(
         0.0,

@@ -13,6 +13,7 @@ from pydantic import Field
 from plangraph.ops.builtin._shared import WORKERS_READ, ResourceRef, workers_field
 from plangraph.ops.declare import register_op
 from plangraph.ops.registry import OpParams
+from plangraph.ops.sizes import MAX_IN_FLIGHT
 
 __all__ = ["AsyncGradients", "AsyncGradientsParams", "ParallelRollouts", "ParallelRolloutsParams"]
 
@@ -34,7 +35,10 @@ class ParallelRolloutsParams(OpParams):
         "bulk_sync", description="bulk_sync: all workers per item; async: as each finishes."
     )
     num_async: int = Field(
-        1, ge=1, description="Sample requests in flight per worker (async mode only)."
+        1,
+        ge=1,
+        le=MAX_IN_FLIGHT,
+        description="Sample requests in flight per worker (async mode only).",
     )
 
 
@@ -67,7 +71,9 @@ class AsyncGradientsParams(OpParams):
     """
 
     workers: ResourceRef = workers_field()
-    num_async: int = Field(1, ge=1, description="Gradient requests in flight per rollout worker.")
+    num_async: int = Field(
+        1, ge=1, le=MAX_IN_FLIGHT, description="Gradient requests in flight per rollout worker."
+    )
 
 
 AsyncGradients = register_op(

@@ -19,6 +19,7 @@ from plangraph.ops.builtin._shared import (
 )
 from plangraph.ops.declare import register_op
 from plangraph.ops.registry import OpParams
+from plangraph.ops.sizes import MAX_BATCH, MAX_PASSES, MAX_WINDOW
 
 __all__ = [
     "ApplyGradients",
@@ -67,13 +68,14 @@ class TrainOneStepParams(OpParams):
         "the policies trained (empty: every policy in the batch; exactly one for a "
         "SampleBatch of replayed rows)"
     )
-    num_sgd_iter: int = Field(1, ge=1, description="Epochs over each train batch.")
+    num_sgd_iter: int = Field(1, ge=1, le=MAX_PASSES, description="Epochs over each train batch.")
     sgd_minibatch_size: int = Field(
-        0, ge=0, description="Rows (env steps) per minibatch; 0 = the whole batch."
+        0, ge=0, le=MAX_BATCH, description="Rows (env steps) per minibatch; 0 = the whole batch."
     )
     update_workers_every: int = Field(
         1,
         ge=1,
+        le=MAX_WINDOW,
         description=(
             "Broadcast the weights after every n-th update (1: after each update). Rollouts "
             "that run between two broadcasts use weights up to n - 1 updates old."
@@ -291,7 +293,10 @@ class UpdateWorkerWeightsParams(OpParams):
 
     workers: ResourceRef = workers_field()
     max_weight_sync_delay: int = Field(
-        1, ge=1, description="Rollout fragments of one worker between two weight syncs to it."
+        1,
+        ge=1,
+        le=MAX_WINDOW,
+        description="Rollout fragments of one worker between two weight syncs to it.",
     )
 
 

@@ -15,7 +15,7 @@ from plangraph.flow.local import LocalIterator
 from plangraph.flow.metrics import get_metrics
 from plangraph.flow.parallel import ParallelIterator
 from plangraph.runtime.build_context import BuildContext
-from plangraph.runtime.counters import AGENT_SAMPLED, RESTARTS, SAMPLED, policy_counter
+from plangraph.runtime.counters import AGENT_SAMPLED, RESTARTS, policy_counter
 from plangraph.runtime.implementations import register_lowering
 from plangraph.runtime.items import GradInfo
 
@@ -67,9 +67,7 @@ def _parallel_rollouts(node: Any, inputs: list[Any], ctx: BuildContext) -> Local
 
         def __call__(self, batch: Any) -> Any:
             ws.check_pending(node.id, settled=self.mark)
-            metrics = get_metrics()
-            metrics.counters[SAMPLED] += batch.env_steps()
-            ctx.run_state.episodes.add(batch.episode_returns, batch.episode_lengths)
+            ctx.record_batch(batch)  # the call a user's source makes too
             if multi_agent:
                 record_agent_steps(batch)
             return batch
@@ -110,9 +108,8 @@ def _async_gradients(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIt
 
     def record(item: Any) -> GradInfo:
         ws.check_pending(node.id)  # the weights sent to the workers (never waits)
+        ctx.record_sampled(item.count, item.episode_returns, item.episode_lengths)
         metrics = get_metrics()
-        metrics.counters[SAMPLED] += item.count
-        ctx.run_state.episodes.add(item.episode_returns, item.episode_lengths)
         metrics.info["learner"] = dict(item.stats)
         # gather_async names the actor whose result this is (None when sampling locally).
         source = metrics.current_actor if ws.remote_workers else None
