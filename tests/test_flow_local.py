@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -217,3 +218,25 @@ def test_metrics_context_is_restored_after_a_nested_pull() -> None:
 def test_ready_items_skips_sentinels_for_a_blocking_consumer() -> None:
     it = LocalIterator.from_iterable([NOT_READY, "a", NOT_READY, "b"])
     assert list(ready_items(it)) == ["a", "b"]
+
+
+def test_the_idle_watchdog_fires_while_a_filter_drops_every_item() -> None:
+    """A filter that keeps nothing keeps the flow busy (items arrive, none reach the sink):
+    the sink's ``max_idle_s`` still fires, naming the filter."""
+    from plangraph.flow.watchdog import PlanStalledError, Watchdog
+
+    def slow_count() -> Iterator[int]:
+        n = 0
+        while True:
+            time.sleep(0.01)
+            n += 1
+            yield n
+
+    flow = LocalIterator.from_iterable(slow_count(), name="source").filter(
+        lambda x: x < 0, name="keep_none"
+    )
+    watchdog = Watchdog("metrics", 0.3, describe=lambda: "")
+    with pytest.raises(PlanStalledError) as info:
+        next(ready_items(iter(flow), watchdog))
+    assert info.value.node_id == "keep_none"
+    assert "dropped every item" in str(info.value)

@@ -446,6 +446,7 @@ def _train(launch: _Launch, args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from plangraph.errors import BuildError, CheckpointError
+    from plangraph.flow.watchdog import PlanStalledError
     from plangraph.runtime import build
     from plangraph.runtime.retention import Retention
     from plangraph.runtime.run_loop import ignoring_sigint, summary_table, train_until
@@ -509,6 +510,12 @@ def _train(launch: _Launch, args: argparse.Namespace) -> int:
                 loggers=_make_loggers(launch, args),
                 resume_iteration=algo.iteration if args.resume is not None else None,
             )
+        except PlanStalledError as exc:
+            # Its message names the starved node and why: a traceback would bury it.
+            if fresh:
+                _remove_if_no_result(run_dir, before)
+            print(f"plangraph run: error: {exc}", file=sys.stderr)
+            return 1
         except BaseException:
             if fresh:
                 _remove_if_no_result(run_dir, before)

@@ -106,8 +106,10 @@ def check_operators(ctx: Context) -> None:
                 f"unknown operator {brief(node.op)}",
                 node=nid,
                 pointer=f"/nodes/{nid}/op",
-                hint="`plangraph ops` lists the operators; user operators must be "
-                "registered with plangraph.ops.register_op before the plan is compiled",
+                hint="`plangraph ops` lists the operators; a user operator must be "
+                "registered with plangraph.ops.register_op before the plan is compiled: "
+                "pass the module that registers it with --import (or import it in a "
+                "Python plan)",
                 suggestions=close_matches(node.op, known),
             )
 

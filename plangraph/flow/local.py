@@ -20,6 +20,7 @@ from typing import Any, Generic, TypeVar
 from plangraph.flow.errors import OperatorError
 from plangraph.flow.metrics import MetricsContext, SharedMetrics, _swap, get_metrics
 from plangraph.flow.sentinel import END_OF_STREAM, NOT_READY, note_local_wait, ready_items
+from plangraph.flow.watchdog import check_watchdog, note_waiting
 
 __all__ = ["BaseIterator", "LocalIterator", "Transform"]
 
@@ -234,6 +235,11 @@ class LocalIterator(Generic[T]):
                     raise OperatorError.from_exception(node, exc) from exc
                 if keep:
                     yield item
+                else:
+                    # A filter that drops every item keeps the flow busy without the
+                    # sink getting anything: the sink's idle deadline must still count.
+                    note_waiting(node, lambda: "dropped every item since the sink's last one")
+                    check_watchdog()
 
         return self._then(apply_filter, node)
 
