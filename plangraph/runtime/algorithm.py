@@ -330,15 +330,27 @@ class Algorithm:
         self._profiled_from = self.run_state.iteration
         self._learner_busy_from = {rid: t.busy_s for rid, t in self.ctx.learners.items()}
 
-    def run(self, stop: Mapping[str, float], *, max_iterations: int | None = None) -> Result:
-        """Train until any ``result[key] >= threshold`` in ``stop`` (or ``max_iterations``);
-        return the last result.
+    def run(
+        self, stop: Mapping[str, float] | None = None, *, max_iterations: int | None = None
+    ) -> Result:
+        """Train until any ``result[key] >= threshold`` in ``stop`` or ``max_iterations``
+        iterations, whichever comes first; return the last result. At least one of the two
+        must be given (as ``plangraph run`` needs ``--stop`` or ``--max-iterations``).
 
         Raises:
+            ValueError: neither ``stop`` nor ``max_iterations`` given (the run would never
+                end).
             StopCriterionError: a key of ``stop`` is not a result key, or a threshold is
                 not a number.
         """
-        loop = TrainingLoop(self.train, StopCriteria.parse(stop), max_iterations=max_iterations)
+        if not stop and max_iterations is None:
+            raise ValueError(
+                "Algorithm.run needs stop={KEY: THRESHOLD, ...} or max_iterations=N (or "
+                "both): without either it would never end"
+            )
+        loop = TrainingLoop(
+            self.train, StopCriteria.parse(stop or {}), max_iterations=max_iterations
+        )
         for _result in loop:
             pass
         assert loop.result is not None  # the loop trains at least once
