@@ -330,7 +330,7 @@ def test_short_learning_run_beats_random() -> None:
         assert r["episode_return_mean"] > 60, r["episode_return_mean"]
         # max_iterations alone is a stop criterion too; neither would never end
         assert algo.run(max_iterations=1)["iteration"] == r["iteration"] + 1
-        with pytest.raises(ValueError, match="needs stop=.* or max_iterations"):
+        with pytest.raises(ValueError, match=r"needs stop=.* or max_iterations"):
             algo.run()
     finally:
         algo.stop()
