@@ -229,6 +229,18 @@ def _model_problems(policy: AlgorithmConfig, spaces: EnvSpaces) -> list[SpacePro
                 "observation)",
             )
         ]
+    if model.recurrent and not policy.recurrent_models:
+        able = sorted(n for n, spec in algorithms().items() if spec.config.recurrent_models)
+        return [
+            SpaceProblem(
+                "PG184",
+                field,
+                f"the {policy.algo} policy does not learn with recurrent models, but its "
+                f"model is a {model.type}, which carries a state from step to step",
+                f"algorithms that learn with recurrent models: {', '.join(able) or 'none'}; "
+                'use one of them, or a model without state ({"type": "mlp", ...})',
+            )
+        ]
     problem = model.observation_problem(tuple(obs.shape))
     if problem is None:
         return []
