@@ -34,9 +34,9 @@ cfg = PlanConfig(
     num_envs_per_worker=8,
     rollout_fragment_length=64,  # 2 x 8 x 64 = 1024 env steps per rollout item
     train_batch_size=1024,  # env steps per train batch
-    num_sgd_iter=8,  # epochs per train batch
+    num_sgd_iter=6,  # epochs per train batch
     sgd_minibatch_size=256,  # rows per minibatch (whole sequences: about 256)
-    lr=1e-3,  # at env step 0, annealed linearly ...
+    lr=5e-4,  # at env step 0, annealed linearly ...
     lr_final=0.0,  # ... to this
     lr_anneal_steps=1_000_000,  # ... at this many env steps sampled
     gamma=0.99,
