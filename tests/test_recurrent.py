@@ -314,3 +314,12 @@ def test_a_users_gru_trains_through_the_same_path(ray_session: None, user_gru: N
     assert np.isfinite(results[-1]["learner"]["total_loss"])
     assert any(not np.array_equal(before[k], after[k]) for k in before if k.startswith("pi_"))
     assert evaluation["episode_len_mean"] >= 1
+
+
+def test_explain_shows_the_sequence_length_and_the_state_size() -> None:
+    from pathlib import Path
+
+    plan = Path(__file__).resolve().parent.parent / "plans" / "ppo_lstm.json"
+    text = plangraph.compile(plan).explain()
+    assert "recurrent model 'lstm'" in text
+    assert "256 float32 per sub-env" in text and "at most 16 env steps" in text

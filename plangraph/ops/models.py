@@ -105,6 +105,12 @@ class ModelSettings(BaseModel):
         on sequences of 20."""
         return int(getattr(self, "max_seq_len", 20))
 
+    def state_size(self) -> int | None:
+        """Recurrent models: float32 entries of one sub-env's state (what a rollout worker
+        carries per sub-env and a batch stores per row), when the settings tell it; None
+        when only the module knows."""
+        return None
+
     def observation_problem(self, obs_shape: tuple[int, ...]) -> tuple[str, str] | None:
         """Why this model cannot read observations of ``obs_shape``, as ``(message,
         hint)``; None when it can (the compiler's PG184 says it before launch)."""
@@ -199,6 +205,12 @@ class LSTMModel(ModelSettings):
     lstm_use_prev_reward: bool = Field(
         False, description="The previous reward is an input of the LSTM."
     )
+
+    def state_size(self) -> int:
+        """``h`` and ``c`` of each LSTM: ``2 * lstm_cell_size``, twice that with a
+        separate value LSTM."""
+        return 2 * self.lstm_cell_size * (1 if self.vf_share_layers else 2)
+
     vf_share_layers: bool = Field(
         False,
         description="Actor-critic: the value head shares the policy's MLP and LSTM (one "
