@@ -161,6 +161,10 @@ def test_a_minibatch_never_splits_a_sequence() -> None:
     stats = worker.policy.train(batch, num_sgd_iter=2, sgd_minibatch_size=100)
     assert stats["num_env_steps_trained"] == batch.count
     assert np.isfinite(stats["total_loss"])
+    # The whole-batch paths (one step; gradients without a step) read the same sequences.
+    assert np.isfinite(worker.policy.learn_on_batch(batch)["total_loss"])
+    grads, _ = worker.policy.compute_gradients(batch)
+    assert all(np.isfinite(g).all() for g in grads)
 
 
 def test_evaluation_keeps_the_state() -> None:
