@@ -327,3 +327,32 @@ def test_explain_shows_the_sequence_length_and_the_state_size() -> None:
     text = plangraph.compile(plan).explain()
     assert "recurrent model 'lstm'" in text
     assert "256 float32 per sub-env" in text and "at most 16 env steps" in text
+
+
+def test_a_recurrent_model_trained_from_replay_is_a_located_diagnostic() -> None:
+    """Replay buffers sample single transitions: an algorithm that learns from replay and
+    accepts recurrent models (a user's, here) is refused when its model is recurrent."""
+    import json
+    from pathlib import Path
+
+    from plangraph.algorithms.dqn import DQNConfig
+    from plangraph.ops.algorithms import register_algorithm, unregister_algorithm
+
+    class RecurrentQConfig(DQNConfig):
+        algo: Literal["test_recurrent_q"] = "test_recurrent_q"  # type: ignore[assignment]
+        recurrent_models: ClassVar[bool] = True
+
+    register_algorithm("test_recurrent_q", config=RecurrentQConfig, policy="tests:Nothing")
+    try:
+        path = Path(__file__).resolve().parent.parent / "plans" / "dqn.json"
+        plan = json.loads(path.read_text(encoding="utf-8"))
+        plan["resources"]["workers"]["params"]["policy"] = {
+            "algo": "test_recurrent_q",
+            "model": {"type": "lstm"},
+        }
+        with pytest.raises(plangraph.PlanError) as info:
+            plangraph.compile(plan)
+    finally:
+        unregister_algorithm("test_recurrent_q")
+    text = str(info.value)
+    assert "PG171" in text and "recurrent" in text and "/nodes/" in text

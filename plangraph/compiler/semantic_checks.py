@@ -318,6 +318,18 @@ def check_replay_use(ctx: Context) -> None:
                 f"{node.op}) without a replay buffer, or use a policy that learns from replay: "
                 f"{_algos_with('replay')}",
             )
+        elif readers and policy.model is not None and policy.model.recurrent:
+            ctx.report(
+                "PG171",
+                f"{node.op} trains {_policy_text(rid, policy)} on batches replayed by "
+                f"{brief(readers[0])}, but its model is recurrent ({policy.model.type}): the "
+                "replay buffers sample single transitions in random order, which tears the "
+                "sequences its state runs along apart (docs/recurrent.md)",
+                node=nid,
+                pointer=f"/nodes/{nid}/inputs",
+                hint=f"feed {brief(nid)} fresh rollouts (ParallelRollouts -> ConcatBatches -> "
+                f'{node.op}), or give the policy a model without state ({{"type": "mlp"}})',
+            )
         elif (
             not readers
             and "replay" in policy.capabilities
