@@ -356,3 +356,16 @@ def test_a_recurrent_model_trained_from_replay_is_a_located_diagnostic() -> None
         unregister_algorithm("test_recurrent_q")
     text = str(info.value)
     assert "PG171" in text and "recurrent" in text and "/nodes/" in text
+
+
+def test_the_row_layout_known_before_launch_is_what_a_worker_samples() -> None:
+    """Memory estimates before launch count a recurrent model's stored state."""
+    from plangraph.rl.row_layout import sample_row_layout
+
+    worker = _worker(LSTM_PREV, num_envs=2, horizon=5)
+    batch = worker.sample()
+    layout = sample_row_layout(
+        worker.observation_space, worker.action_space, {"algo": "ppo", "model": LSTM_PREV}
+    )
+    got = {k: (tuple(v.shape[1:]), v.dtype) for k, v in batch.items()}
+    assert got == layout

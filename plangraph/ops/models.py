@@ -105,11 +105,20 @@ class ModelSettings(BaseModel):
         on sequences of 20."""
         return int(getattr(self, "max_seq_len", 20))
 
+    def state_layout(self) -> dict[str, tuple[int, ...]] | None:
+        """Recurrent models: the row shape of each entry of the module's state
+        (``{name: shape}``, float32; each becomes the batch column ``state_in_<name>``),
+        when the settings tell it; None when only the module knows."""
+        return None
+
     def state_size(self) -> int | None:
         """Recurrent models: float32 entries of one sub-env's state (what a rollout worker
-        carries per sub-env and a batch stores per row), when the settings tell it; None
+        carries per sub-env and a batch stores per row), from ``state_layout``; None
         when only the module knows."""
-        return None
+        layout = self.state_layout()
+        if layout is None:
+            return None
+        return sum(math.prod(shape) for shape in layout.values())
 
     def observation_problem(self, obs_shape: tuple[int, ...]) -> tuple[str, str] | None:
         """Why this model cannot read observations of ``obs_shape``, as ``(message,
@@ -206,10 +215,12 @@ class LSTMModel(ModelSettings):
         False, description="The previous reward is an input of the LSTM."
     )
 
-    def state_size(self) -> int:
-        """``h`` and ``c`` of each LSTM: ``2 * lstm_cell_size``, twice that with a
-        separate value LSTM."""
-        return 2 * self.lstm_cell_size * (1 if self.vf_share_layers else 2)
+    def state_layout(self) -> dict[str, tuple[int, ...]]:
+        """``h`` and ``c``, ``[lstm_cell_size]`` each; with a separate value LSTM also
+        ``vf_h`` and ``vf_c``."""
+        cell = (self.lstm_cell_size,)
+        names = ("h", "c") if self.vf_share_layers else ("h", "c", "vf_h", "vf_c")
+        return {name: cell for name in names}
 
     vf_share_layers: bool = Field(
         False,
