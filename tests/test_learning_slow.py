@@ -147,3 +147,19 @@ def test_ppo_solves_halfcheetah_within_budget() -> None:
         f"ppo_halfcheetah: episode_return_mean {ret} after {steps} env steps"
     )
     assert steps <= HALFCHEETAH_BUDGET
+
+
+def test_ppo_lstm_solves_stateless_cartpole_within_budget() -> None:
+    """Memory (issue 31): plans/ppo_lstm reaches a mean return of 400 over the last 100
+    training episodes on StatelessCartPole (CartPole-v1 without the velocities, where an
+    MLP plateaus far below) within 1,000,000 env steps, seed 0."""
+    budget, target = 1_000_000, 400.0
+    algo = plangraph.build(plangraph.compile(PLANS / "ppo_lstm.json"), num_workers=2, seed=0)
+    try:
+        result = algo.run(stop={"episode_return_mean": target, "num_env_steps_sampled": budget})
+    finally:
+        algo.stop()
+    ret = result.get("episode_return_mean")
+    steps = result["num_env_steps_sampled"]
+    assert ret is not None and ret >= target, f"ppo_lstm: return {ret} after {steps} env steps"
+    assert steps <= budget, f"ppo_lstm: solved only after {steps} env steps (budget {budget})"

@@ -29,6 +29,7 @@ NAMES = (
     "pg",
     "ppo",
     "ppo_halfcheetah",
+    "ppo_lstm",
     "ppo_multiagent",
     "ppo_pendulum",
     "sac_pendulum",

@@ -5,7 +5,9 @@ episode totals and statistics, learner stats) and the final learner and rollout-
 weights must be bit-identical to the uninterrupted run. The DQN plan (its checkpoint falls
 mid-way through a ``Concurrently`` round) is restored in a new process (a fresh Python
 driver joined to the same Ray cluster); the others in this process, into a freshly built
-``Algorithm``. a2c and a2c_microbatch run with ``-m slow``.
+``Algorithm``. a2c and a2c_microbatch run with ``-m slow``. ``ppo_lstm`` (a recurrent
+policy) also checks that each rollout worker's in-flight state (every sub-env's LSTM state,
+previous action and reward) is saved and restored: the resumed run equals the straight one.
 
 A blocking pull drives ``ConcatBatches`` until it emits, so in these plans its pending
 list is empty at every checkpoint; its operator state is checked on its own below, fed by a
@@ -30,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # Iterations K of the straight run; the interrupted run saves after K // 2. DQN's second
 # iteration ends part-way through a Concurrently round (the checkpoint falls mid-rotation).
-ITERATIONS = {"ppo": 4, "a2c": 4, "a2c_microbatch": 4, "dqn": 4}
+ITERATIONS = {"ppo": 4, "a2c": 4, "a2c_microbatch": 4, "dqn": 4, "ppo_lstm": 4}
 
 # Result keys that measure wall time; everything else must match bit for bit.
 TIME_KEYS = {"time_this_iter_s", "time_total_s", "timestamp", "env_steps_per_s"}
@@ -100,6 +102,8 @@ def _straight_and_saved(name: str, tmp_path: Path) -> tuple[list[dict], dict, Pa
     "name",
     [
         "ppo",
+        # Recurrent (issue 31): the workers' in-flight LSTM states are in the checkpoint.
+        "ppo_lstm",
         pytest.param("a2c", marks=pytest.mark.slow),
         pytest.param("a2c_microbatch", marks=pytest.mark.slow),
     ],

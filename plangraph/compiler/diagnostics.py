@@ -82,7 +82,8 @@ CODES: dict[str, tuple[str, Severity, str]] = {
     "PG171": (
         "on-policy-from-replay",
         "error",
-        "An on-policy algorithm (a2c, ppo, impala, appo) trained on replayed batches.",
+        "An on-policy algorithm (a2c, ppo, impala, appo), or a recurrent model, trained "
+        "on replayed batches.",
     ),
     "PG172": (
         "train-without-replay",

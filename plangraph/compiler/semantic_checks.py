@@ -229,6 +229,18 @@ def _model_problems(policy: AlgorithmConfig, spaces: EnvSpaces) -> list[SpacePro
                 "observation)",
             )
         ]
+    if model.recurrent and not policy.recurrent_models:
+        able = sorted(n for n, spec in algorithms().items() if spec.config.recurrent_models)
+        return [
+            SpaceProblem(
+                "PG184",
+                field,
+                f"the {policy.algo} policy does not learn with recurrent models, but its "
+                f"model is a {model.type}, which carries a state from step to step",
+                f"algorithms that learn with recurrent models: {', '.join(able) or 'none'}; "
+                'use one of them, or a model without state ({"type": "mlp", ...})',
+            )
+        ]
     problem = model.observation_problem(tuple(obs.shape))
     if problem is None:
         return []
@@ -305,6 +317,18 @@ def check_replay_use(ctx: Context) -> None:
                 hint=f"feed {brief(nid)} fresh rollouts (ParallelRollouts -> ConcatBatches -> "
                 f"{node.op}) without a replay buffer, or use a policy that learns from replay: "
                 f"{_algos_with('replay')}",
+            )
+        elif readers and policy.model is not None and policy.model.recurrent:
+            ctx.report(
+                "PG171",
+                f"{node.op} trains {_policy_text(rid, policy)} on batches replayed by "
+                f"{brief(readers[0])}, but its model is recurrent ({policy.model.type}): the "
+                "replay buffers sample single transitions in random order, which tears the "
+                "sequences its state runs along apart (docs/recurrent.md)",
+                node=nid,
+                pointer=f"/nodes/{nid}/inputs",
+                hint=f"feed {brief(nid)} fresh rollouts (ParallelRollouts -> ConcatBatches -> "
+                f'{node.op}), or give the policy a model without state ({{"type": "mlp"}})',
             )
         elif (
             not readers

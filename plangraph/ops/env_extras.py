@@ -24,6 +24,7 @@ import warnings
 from dataclasses import dataclass
 
 __all__ = [
+    "BUILTIN_ENVS",
     "EXTRAS",
     "NAMESPACE_MODULES",
     "EnvDependencyError",
@@ -83,14 +84,28 @@ def _message(env_id: str, module: str) -> str:
     )
 
 
+BUILTIN_ENVS: dict[str, tuple[str, int]] = {
+    "StatelessCartPole": ("plangraph.rl.stateless_cartpole:StatelessCartPole", 500),
+}
+"""plangraph's own gymnasium envs: id -> (entry point, ``max_episode_steps``), registered
+with gymnasium by :func:`register_env_namespace` (``StatelessCartPole``: CartPole-v1
+without its two velocities, ``plangraph.rl.stateless_cartpole``)."""
+
+
 def register_env_namespace(env_id: str) -> None:
-    """Import the module that registers ``env_id``'s namespace with gymnasium, if it is
-    one plangraph knows (``NAMESPACE_MODULES``), and :func:`route_mujoco_warnings`; call
-    it before ``gymnasium.make(env_id)``.
+    """Register ``env_id`` with gymnasium if it is one of plangraph's own envs
+    (``BUILTIN_ENVS``); import the module that registers ``env_id``'s namespace with
+    gymnasium, if it is one plangraph knows (``NAMESPACE_MODULES``), and
+    :func:`route_mujoco_warnings`; call it before ``gymnasium.make(env_id)``.
 
     Raises:
         EnvDependencyError: that module is not installed (the message names the extra).
     """
+    builtin = BUILTIN_ENVS.get(env_id)
+    if builtin is not None:
+        gymnasium = importlib.import_module("gymnasium")
+        if env_id not in gymnasium.registry:
+            gymnasium.register(env_id, entry_point=builtin[0], max_episode_steps=builtin[1])
     namespace, sep, _ = env_id.rpartition("/")
     module = NAMESPACE_MODULES.get(namespace.rpartition(":")[2]) if sep else None
     if module is not None:

@@ -18,6 +18,17 @@ Stable-Baselines3's features extractors and RLlib's encoders. A plan writes
   features pass ``hiddens`` dense layers. The defaults are the Nature DQN network (Mnih et
   al. 2015, "Methods: model architecture").
 
+* ``{"type": "lstm", "hiddens": [64], "lstm_cell_size": 64, "max_seq_len": 20}``: a
+  recurrent model (Hochreiter & Schmidhuber 1997): the ``hiddens`` MLP on the flattened
+  observation, then (optionally with the previous action and reward concatenated) an LSTM
+  of ``lstm_cell_size`` units (the value head on a copy of its own unless
+  ``vf_share_layers``). ``docs/recurrent.md``
+  documents the state the rollout workers carry and the sequences the learner trains on.
+
+A *recurrent* model type says so in its settings (``recurrent: ClassVar[bool] = True``);
+its module then declares its initial state and maps ``(obs [B, T, ...], state)`` to
+``(features [B, T, out_dim], state)`` (``plangraph.rl.models`` has the protocol).
+
 ``vf_share_layers``: whether the value head (actor-critic policies) sits on the policy's
 trunk (one network, two linear heads) or on a separate network of the same shape. A
 policy without ``model`` gets :func:`default_model` for its env's observations.
@@ -28,7 +39,7 @@ from __future__ import annotations
 import importlib
 import math
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -37,6 +48,7 @@ from plangraph.ops.open_types import OpenSettings
 __all__ = [
     "NATURE_CNN_FILTERS",
     "CNNModel",
+    "LSTMModel",
     "MLPModel",
     "ModelConfig",
     "ModelSettings",
@@ -74,6 +86,31 @@ class ModelSettings(BaseModel):
 
     #: the model type's registered name (each subclass narrows it to ``Literal["name"]``)
     type: str
+
+    #: whether the model is recurrent: its module carries a state from step to step
+    #: (``plangraph.rl.models.RecurrentEncoder``); not a setting
+    recurrent: ClassVar[bool] = False
+
+    def sequence_length(self) -> int:
+        """Recurrent models: the most steps of one training sequence (truncated
+        backpropagation through time); a model without a ``max_seq_len`` setting trains
+        on sequences of 20."""
+        return int(getattr(self, "max_seq_len", 20))
+
+    def state_layout(self) -> dict[str, tuple[int, ...]] | None:
+        """Recurrent models: the row shape of each entry of the module's state
+        (``{name: shape}``, float32; each becomes the batch column ``state_in_<name>``),
+        when the settings tell it; None when only the module knows."""
+        return None
+
+    def state_size(self) -> int | None:
+        """Recurrent models: float32 entries of one sub-env's state (what a rollout worker
+        carries per sub-env and a batch stores per row), from ``state_layout``; None
+        when only the module knows."""
+        layout = self.state_layout()
+        if layout is None:
+            return None
+        return sum(math.prod(shape) for shape in layout.values())
 
     def observation_problem(self, obs_shape: tuple[int, ...]) -> tuple[str, str] | None:
         """Why this model cannot read observations of ``obs_shape``, as ``(message,
@@ -134,6 +171,55 @@ class CNNModel(ModelSettings):
                 "to floor((n - kernel) / stride) + 1 >= 1), or resize the frames",
             )
         return None
+
+
+class LSTMModel(ModelSettings):
+    """An MLP on the flattened observation, then an LSTM (Hochreiter & Schmidhuber 1997).
+
+    Per step: ``x_t = MLP(obs_t)`` (``hiddens``), concatenated with the previous action
+    (one-hot for ``Discrete``, one one-hot per component for ``MultiDiscrete``, the
+    unclipped vector for ``Box``; zero at an episode's first step) and the previous reward
+    (float32, 0 at an episode's first step) when asked; then one ``torch.nn.LSTM`` layer of
+    ``lstm_cell_size`` units whose output is the features (``out_dim = lstm_cell_size``).
+    Its state is ``h`` and ``c``, float32 ``[B, lstm_cell_size]`` each, zero at the start of
+    every episode; with a separate value network (``vf_share_layers`` false, the default,
+    as the ``mlp``'s) also ``vf_h`` and ``vf_c``.
+    """
+
+    type: Literal["lstm"] = "lstm"
+    recurrent: ClassVar[bool] = True
+    hiddens: tuple[_Width, ...] = Field(
+        (64,), description="Widths of the MLP layers before the LSTM (empty: none)."
+    )
+    activation: Literal["tanh", "relu"] = Field("tanh", description="MLP activation.")
+    lstm_cell_size: int = Field(64, ge=1, le=8192, description="LSTM units (h and c width).")
+    max_seq_len: int = Field(
+        20,
+        ge=1,
+        le=10_000,
+        description="Most env steps of one training sequence (backpropagation through time "
+        "is truncated there; a sequence also ends at every episode end).",
+    )
+    lstm_use_prev_action: bool = Field(
+        False, description="The previous action is an input of the LSTM."
+    )
+    lstm_use_prev_reward: bool = Field(
+        False, description="The previous reward is an input of the LSTM."
+    )
+
+    def state_layout(self) -> dict[str, tuple[int, ...]]:
+        """``h`` and ``c``, ``[lstm_cell_size]`` each; with a separate value LSTM also
+        ``vf_h`` and ``vf_c``."""
+        cell = (self.lstm_cell_size,)
+        names = ("h", "c") if self.vf_share_layers else ("h", "c", "vf_h", "vf_c")
+        return {name: cell for name in names}
+
+    vf_share_layers: bool = Field(
+        False,
+        description="Actor-critic: the value head shares the policy's MLP and LSTM (one "
+        "state); false: a separate MLP and LSTM of the same shape, with a state of its own "
+        "(vf_h, vf_c).",
+    )
 
 
 @dataclass(frozen=True)
@@ -236,6 +322,7 @@ ModelConfig = Annotated[
 
 register_model("mlp", config=MLPModel, build="plangraph.rl.models:build_mlp", builtin=True)
 register_model("cnn", config=CNNModel, build="plangraph.rl.models:build_cnn", builtin=True)
+register_model("lstm", config=LSTMModel, build="plangraph.rl.models:build_lstm", builtin=True)
 
 
 def is_image_shape(shape: tuple[int, ...]) -> bool:

@@ -283,6 +283,10 @@ class AlgorithmConfig(BaseModel):
     #: the model types (``plangraph.ops.models``) it builds (PG184 for others); None: any
     #: registered model type (each is an encoder the algorithm puts its heads on)
     model_types: ClassVar[frozenset[str] | None] = None
+    #: whether it learns with a recurrent model (``ModelSettings.recurrent``: it acts
+    #: through ``compute_actions_recurrent`` and trains on whole sequences; PG184 for
+    #: an algorithm that does not)
+    recurrent_models: ClassVar[bool] = False
     #: observation spaces its models read (PG184): a ``Box`` of any dtype and shape
     observation_spaces: ClassVar[frozenset[str]] = frozenset({"Box"})
     #: the batches its loss is correct on (said when a plan feeds it others)

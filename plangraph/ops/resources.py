@@ -396,7 +396,18 @@ def _worker_set_notes(params: WorkerSetParams) -> list[str]:
     e.g. DQN's per-worker exploration)."""
     if params.policy is None:
         return []
-    return params.policy.worker_set_notes(max(1, params.num_workers))
+    notes = params.policy.worker_set_notes(max(1, params.num_workers))
+    model = params.policy.model
+    if model is not None and model.recurrent:
+        size = model.state_size()
+        state = "" if size is None else f" ({size} float32 per sub-env, stored with every row)"
+        notes.append(
+            f"recurrent model {model.type!r}: each rollout worker carries the state of its "
+            f"{params.num_envs_per_worker} sub-envs{state}, reset where a sub-env's episode "
+            f"ends; the learner trains on whole sequences of at most "
+            f"{model.sequence_length()} env steps (docs/recurrent.md)"
+        )
+    return notes
 
 
 def _replay_actors_notes(params: ReplayActorsParams) -> list[str]:

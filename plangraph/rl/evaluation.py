@@ -103,6 +103,9 @@ def run_episodes(
     Args:
         policy: anything with ``compute_actions(obs [B, *obs_shape], explore) ->
             (actions int64 [B], extras)`` and an ``observation_space`` (a ``TorchPolicy``).
+            A recurrent policy (``is_recurrent``) acts through
+            ``compute_actions_recurrent``: each env keeps its state, previous action and
+            reward from step to step, back at ``initial_inputs`` when an episode starts.
         envs: the envs to play in (at least one); they are reset here.
         seeds: one env seed per episode.
         on_frame: called with ``envs[0].render()`` (uint8 [H, W, 3]) after each of its
@@ -119,11 +122,17 @@ def run_episodes(
     returns = np.zeros(len(seeds), dtype=np.float64)
     lengths = np.zeros(len(seeds), dtype=np.int64)
     playing: dict[int, _Episode] = {}
+    recurrent = bool(getattr(policy, "is_recurrent", False))
+    # Recurrent policies: each env's state, previous action and reward ([len(envs), ...]).
+    inputs: dict[str, np.ndarray] = policy.initial_inputs(len(envs)) if recurrent else {}
+    fresh = policy.initial_inputs(1) if recurrent else {}
 
     def start(slot: int) -> None:
         index, seed = pending.popleft()
         obs, _ = envs[slot].reset(seed=int(seed))
         playing[slot] = _Episode(index, obs)
+        for name, value in inputs.items():
+            value[slot] = fresh[name][0]
         if slot == 0 and on_frame is not None:
             on_frame(_frame(envs[0]))
 
@@ -132,10 +141,20 @@ def run_episodes(
     while playing:
         slots = sorted(playing)
         obs = np.stack([np.asarray(playing[s].obs, dtype=dtype) for s in slots])
-        actions, _ = policy.compute_actions(obs, explore=explore)
+        if recurrent:
+            rows = np.asarray(slots)
+            step_in = {name: value[rows] for name, value in inputs.items()}
+            actions, _, state = policy.compute_actions_recurrent(obs, step_in, explore=explore)
+            for name, value in state.items():
+                inputs[name][rows] = value
+            inputs["prev_actions"][rows] = actions
+        else:
+            actions, _ = policy.compute_actions(obs, explore=explore)
         for slot, action in zip(slots, actions, strict=True):
             ep = playing[slot]
             ep.obs, reward, terminated, truncated, _ = envs[slot].step(action)
+            if recurrent:
+                inputs["prev_rewards"][slot] = reward
             ep.ret += float(reward)
             ep.length += 1
             if slot == 0 and on_frame is not None:

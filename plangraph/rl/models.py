@@ -17,8 +17,9 @@ output gain is chosen per head (0.01 for policy logits, 1.0 for values / Q-value
 
 from __future__ import annotations
 
+import inspect
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -241,23 +242,170 @@ def build_cnn(settings: Any, observation_space: gym.spaces.Box) -> CNNEncoder:
     )
 
 
-def build_encoder(model: ModelSettings, observation_space: gym.spaces.Box) -> nn.Module:
+RecurrentState = dict[str, torch.Tensor]
+"""A recurrent module's state: ``{name: float32 [B, ...]}`` (the LSTM's ``{"h": [B, cell],
+"c": [B, cell]}``), one row per sequence (acting: per sub-env)."""
+
+
+class RecurrentEncoder(nn.Module):
+    """The protocol of a recurrent model's module (``ModelSettings.recurrent``); subclass it
+    or give the same three members (a duck-typed module works too):
+
+    * ``out_dim: int``: the width of the features;
+    * ``initial_state(batch_size) -> {name: float32 [batch_size, ...]}``: the state at an
+      episode's start (names are letters, digits and ``_``: each becomes the batch column
+      ``state_in_<name>``);
+    * ``forward(obs, state, prev_actions, prev_rewards) -> (features, state)``: ``obs``
+      ``[B, T, *obs_shape]`` (the space's dtype), ``state`` as ``initial_state`` gives it
+      (the state before step 0), ``prev_actions`` ``[B, T, *action_shape]`` (int64 or
+      float32: the action taken at the step before, zero at an episode's first step),
+      ``prev_rewards`` float32 ``[B, T]`` (likewise); returns float32 features
+      ``[B, T, out_dim]`` and the state after step ``T - 1``. A sequence never holds an
+      episode's end before its last step, so the module needs no resets; the learner pads
+      sequences shorter than ``T`` at their end and ignores those steps' features.
+    """
+
+    out_dim: int
+
+    def initial_state(self, batch_size: int) -> RecurrentState:
+        raise NotImplementedError
+
+    def forward(
+        self,
+        obs: torch.Tensor,
+        state: Mapping[str, torch.Tensor],
+        prev_actions: torch.Tensor,
+        prev_rewards: torch.Tensor,
+    ) -> tuple[torch.Tensor, RecurrentState]:
+        raise NotImplementedError
+
+
+class LSTMEncoder(RecurrentEncoder):
+    """The ``"lstm"`` model type (``plangraph.ops.models.LSTMModel``; Hochreiter &
+    Schmidhuber 1997): an MLP per step, optionally the previous action (one-hot for
+    ``Discrete``/``MultiDiscrete``) and reward appended, then one ``nn.LSTM`` layer
+    (``batch_first``). State ``{"h", "c"}``, float32 ``[B, lstm_cell_size]`` each, zeros
+    at an episode's start. Features: the LSTM's output, float32 ``[B, T, lstm_cell_size]``.
+
+    Raises:
+        ValueError: ``use_prev_action`` with no action space, or an action space other
+            than ``Discrete``, ``MultiDiscrete`` or a 1-D ``Box``.
+    """
+
+    def __init__(
+        self,
+        obs_dim: int,
+        hiddens: Sequence[int],
+        activation: str,
+        cell_size: int,
+        *,
+        action_space: gym.Space[Any] | None = None,
+        use_prev_action: bool = False,
+        use_prev_reward: bool = False,
+    ) -> None:
+        super().__init__()
+        self.mlp = MLPEncoder(obs_dim, hiddens, activation)
+        self.action_sizes: tuple[int, ...] = ()
+        self.box_action = False
+        if use_prev_action:
+            if isinstance(action_space, gym.spaces.Discrete):
+                self.action_sizes = (int(action_space.n),)
+            elif isinstance(action_space, gym.spaces.MultiDiscrete):
+                self.action_sizes = tuple(int(n) for n in action_space.nvec)
+            elif isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1:
+                self.box_action = True
+                self.action_sizes = (int(action_space.shape[0]),)
+            else:
+                raise ValueError(
+                    "lstm_use_prev_action reads a Discrete, MultiDiscrete or 1-D Box "
+                    f"action space, got {action_space}"
+                )
+        self.use_prev_reward = use_prev_reward
+        in_dim = self.mlp.out_dim + sum(self.action_sizes) + int(use_prev_reward)
+        self.lstm = nn.LSTM(in_dim, int(cell_size), batch_first=True)
+        self.cell_size = int(cell_size)
+        self.out_dim = int(cell_size)
+
+    def initial_state(self, batch_size: int) -> RecurrentState:
+        zeros = torch.zeros(batch_size, self.cell_size)
+        return {"h": zeros, "c": zeros.clone()}
+
+    def forward(
+        self,
+        obs: torch.Tensor,
+        state: Mapping[str, torch.Tensor],
+        prev_actions: torch.Tensor,
+        prev_rewards: torch.Tensor,
+    ) -> tuple[torch.Tensor, RecurrentState]:
+        b, t = obs.shape[0], obs.shape[1]
+        x = self.mlp(obs.reshape(b * t, *obs.shape[2:])).reshape(b, t, -1)
+        parts = [x]
+        if self.action_sizes:
+            if self.box_action:
+                parts.append(prev_actions.reshape(b, t, -1).to(torch.float32))
+            else:
+                acts = prev_actions.reshape(b, t, -1).long()
+                parts += [
+                    F.one_hot(acts[..., i], n).to(torch.float32)
+                    for i, n in enumerate(self.action_sizes)
+                ]
+        if self.use_prev_reward:
+            parts.append(prev_rewards.reshape(b, t, 1).to(torch.float32))
+        if len(parts) > 1:
+            x = torch.cat(parts, dim=-1)
+        out, (h, c) = self.lstm(x, (state["h"].unsqueeze(0), state["c"].unsqueeze(0)))
+        return out, {"h": h.squeeze(0), "c": c.squeeze(0)}
+
+
+def build_lstm(
+    settings: Any, observation_space: gym.spaces.Box, action_space: gym.Space[Any] | None = None
+) -> LSTMEncoder:
+    """The ``"lstm"`` model type's encoder (``plangraph.ops.models.LSTMModel``)."""
+    return LSTMEncoder(
+        int(np.prod(observation_space.shape)),
+        settings.hiddens,
+        settings.activation,
+        settings.lstm_cell_size,
+        action_space=action_space,
+        use_prev_action=settings.lstm_use_prev_action,
+        use_prev_reward=settings.lstm_use_prev_reward,
+    )
+
+
+def build_encoder(
+    model: ModelSettings,
+    observation_space: gym.spaces.Box,
+    action_space: gym.Space[Any] | None = None,
+) -> nn.Module:
     """The encoder of a registered model type (``plangraph.ops.models.register_model``)
     for ``observation_space``: observations ``[B, *obs_shape]`` -> float32 features
-    ``[B, out_dim]``.
+    ``[B, out_dim]`` (a recurrent model: ``RecurrentEncoder``). ``action_space`` is passed
+    on as ``build(..., action_space=...)`` to a build function that takes that keyword
+    (a recurrent model that reads the previous action).
 
     Raises:
         TypeError: the model type's ``build`` returned no ``torch.nn.Module`` with an
-            integer ``out_dim`` (the message names the model type).
+            integer ``out_dim`` (the message names the model type), or a recurrent model
+            type's module has no ``initial_state``.
     """
     spec = model_types()[model.type]
-    encoder = spec.builder()(model, observation_space)
+    builder = spec.builder()
+    kwargs: dict[str, Any] = {}
+    if action_space is not None and "action_space" in inspect.signature(builder).parameters:
+        kwargs["action_space"] = action_space
+    encoder = builder(model, observation_space, **kwargs)
     out_dim = getattr(encoder, "out_dim", None)
     if not isinstance(encoder, nn.Module) or not isinstance(out_dim, int) or out_dim < 1:
         raise TypeError(
             f"model type {model.type!r}: build(settings, observation_space) must return a "
             "torch.nn.Module with an int attribute out_dim >= 1 (the width of the features "
             f"it outputs), got {type(encoder).__name__} with out_dim={out_dim!r}"
+        )
+    if model.recurrent and not callable(getattr(encoder, "initial_state", None)):
+        raise TypeError(
+            f"model type {model.type!r} is recurrent (its settings say recurrent = True), so "
+            "its module must have initial_state(batch_size) -> {name: float32 tensor "
+            f"[batch_size, ...]}}; {type(encoder).__name__} has none"
         )
     return encoder
 
@@ -323,6 +471,78 @@ class EncoderActorCritic(nn.Module):
             features = self.pi_encoder(obs)
             return self._dist_inputs(features), self._value(features)
         return self.pi(obs), self.vf(obs)
+
+
+class RecurrentActorCritic(EncoderActorCritic):
+    """Actor-critic on recurrent encoders (``RecurrentEncoder``): the value head on the
+    policy's encoder (``vf_share_layers``: one state serves both) or on a separate one of
+    the same shape, with a state of its own (its entries named ``vf_<name>``).
+
+    ``forward_seq(obs [B, T, ...], state, prev_actions [B, T, ...], prev_rewards [B, T])``
+    -> ``(dist_inputs float32 [B, T, num_inputs], values float32 [B, T], state after the
+    last step)``. ``pi``/``vf``/``pi_vf`` of a single observation have no state to read:
+    they raise ``TypeError``.
+    """
+
+    def __init__(
+        self,
+        make_encoder: Callable[[], Encoder],
+        num_actions: int,
+        vf_share_layers: bool,
+        *,
+        gaussian_dim: int = 0,
+        free_log_std: bool = True,
+        log_std_init: float = 0.0,
+    ) -> None:
+        super().__init__(
+            make_encoder,
+            num_actions,
+            vf_share_layers,
+            gaussian_dim=gaussian_dim,
+            free_log_std=free_log_std,
+            log_std_init=log_std_init,
+        )
+
+    def initial_state(self, batch_size: int) -> RecurrentState:
+        """The encoders' state of ``batch_size`` fresh episodes."""
+        state = dict(self.pi_encoder.initial_state(batch_size))  # type: ignore[operator]
+        if self.vf_encoder is not None:
+            vf_state = self.vf_encoder.initial_state(batch_size)  # type: ignore[operator]
+            state.update({f"vf_{k}": v for k, v in vf_state.items()})
+        return state
+
+    def forward_seq(
+        self,
+        obs: torch.Tensor,
+        state: Mapping[str, torch.Tensor],
+        prev_actions: torch.Tensor,
+        prev_rewards: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor, RecurrentState]:
+        if self.vf_encoder is None:
+            features, out = self.pi_encoder(obs, state, prev_actions, prev_rewards)
+            return self._dist_inputs(features), self._value(features), dict(out)
+        pi_in = {k: v for k, v in state.items() if not k.startswith("vf_")}
+        vf_in = {k[3:]: v for k, v in state.items() if k.startswith("vf_")}
+        pi_features, pi_out = self.pi_encoder(obs, pi_in, prev_actions, prev_rewards)
+        vf_features, vf_out = self.vf_encoder(obs, vf_in, prev_actions, prev_rewards)
+        out = dict(pi_out)
+        out.update({f"vf_{k}": v for k, v in vf_out.items()})
+        return self._dist_inputs(pi_features), self._value(vf_features), out
+
+    def _stateless(self) -> TypeError:
+        return TypeError(
+            "a recurrent model has no pi/vf of single observations: it needs its state "
+            "(forward_seq, or the policy's compute_actions_recurrent)"
+        )
+
+    def pi(self, obs: torch.Tensor) -> torch.Tensor:
+        raise self._stateless()
+
+    def vf(self, obs: torch.Tensor) -> torch.Tensor:
+        raise self._stateless()
+
+    def pi_vf(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        raise self._stateless()
 
 
 class EncoderQNetwork(nn.Module):

@@ -191,6 +191,12 @@ class MultiAgentRolloutWorker:
                 from plangraph.rl.policies import make_policy
 
                 self.policies[pid] = make_policy(obs_space, act_space, cfg, seeds[pid])
+            if getattr(self.policies[pid], "is_recurrent", False):
+                raise ValueError(
+                    f"policy {pid!r} has a recurrent model: multi-agent worker sets do not "
+                    "carry recurrent state yet (docs/recurrent.md); give it a model without "
+                    "state"
+                )
         self._eps_counter = 0
         self._obs: list[dict[str, np.ndarray]] = []
         self._ep_return: list[dict[str, float]] = []

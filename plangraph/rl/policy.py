@@ -37,6 +37,15 @@ from plangraph.ops.policies import AlgorithmConfig, OptimizerSettings
 from plangraph.rl.advantage_norm import AdvantageNormTerms
 from plangraph.rl.postprocessing import Fragment
 from plangraph.rl.sample_batch import SampleBatch
+from plangraph.rl.sequences import (
+    PREV_ACTIONS,
+    PREV_REWARDS,
+    SEQ_BEGIN,
+    STATE_PREFIX,
+    seq_begin,
+    sequence_layout,
+    sequence_minibatch_indices,
+)
 
 Stats = dict[str, Any]
 """Learner stats: ``str -> float`` (plus ``td_error: float32 [B]`` for DQN)."""
@@ -229,6 +238,38 @@ class TorchPolicy(Generic[ConfigT]):
         worker records every extra array (``[B, ...]``) as a column of the fragment."""
         raise NotImplementedError
 
+    # --- recurrent policies (docs/recurrent.md) ---------------------------------------
+    #: recurrent policies: the most rows of one training sequence (``sequences``)
+    max_seq_len: int = 20
+
+    @property
+    def is_recurrent(self) -> bool:
+        """Whether the policy carries a state from step to step: a rollout worker then
+        acts through ``compute_actions_recurrent``, keeps each sub-env's state and records
+        it (``plangraph.rl.sequences``), and the learner trains on whole sequences."""
+        return False
+
+    def initial_state(self, n: int) -> dict[str, np.ndarray]:
+        """The state of ``n`` fresh episodes, ``{"state_in_<name>": float32 [n, ...]}``;
+        ``{}`` for a policy without state."""
+        return {}
+
+    def compute_actions_recurrent(
+        self, obs: np.ndarray, inputs: Mapping[str, np.ndarray], explore: bool = True
+    ) -> tuple[np.ndarray, dict[str, np.ndarray], dict[str, np.ndarray]]:
+        """One step of a recurrent policy for ``obs [B, *obs_shape]``.
+
+        Args:
+            inputs: the state before this step (``state_in_<name>`` ``[B, ...]``, as
+                ``initial_state``), ``prev_actions [B, *action_shape]`` and
+                ``prev_rewards`` float32 ``[B]`` (zero at an episode's first step).
+
+        Returns:
+            ``(actions, extras, state)``: as ``compute_actions``, plus the state after
+            this step (the same keys as ``initial_state``).
+        """
+        raise NotImplementedError(f"{type(self).__name__} is not a recurrent policy")
+
     def postprocess_fragment(self, fragment: Fragment) -> dict[str, np.ndarray]:
         """The algorithm's postprocessing of a sampled fragment (``plangraph.rl.
         postprocessing.Fragment``, ``[N, T, ...]`` columns), on the rollout worker,
@@ -318,7 +359,13 @@ class TorchPolicy(Generic[ConfigT]):
                 f"{sorted(batch.keys())}; was the batch postprocessed for "
                 f"algo={self.config.algo!r}?"
             )
-        return {c: self.to_device(to_tensor(batch[c])) for c in cols}
+        t = {c: self.to_device(to_tensor(batch[c])) for c in cols}
+        if self.is_recurrent:
+            for c in batch.keys():
+                if c.startswith(STATE_PREFIX) or c in (PREV_ACTIONS, PREV_REWARDS):
+                    t[c] = self.to_device(to_tensor(batch[c]))
+            t[SEQ_BEGIN] = self.to_device(torch.from_numpy(seq_begin(batch, self.max_seq_len)))
+        return t
 
     def to_device(self, tensor: torch.Tensor) -> torch.Tensor:
         """``tensor`` (on the CPU) on the learner's device: itself on the CPU; on CUDA a
@@ -510,9 +557,13 @@ class TorchPolicy(Generic[ConfigT]):
     def _minibatch_indices(self, batch: SampleBatch, size: int) -> Iterator[np.ndarray]:
         """Row indices of one epoch's minibatches (int64 arrays covering every row once).
 
-        Shuffled rows by default; policies whose loss needs whole trajectory segments
-        (V-trace) override this.
+        Shuffled rows by default; a recurrent policy's are whole sequences
+        (``sequences.sequence_minibatch_indices``); policies whose loss needs whole
+        trajectory segments (V-trace) override this.
         """
+        if self.is_recurrent:
+            starts, lens = sequence_layout(batch, self.max_seq_len)
+            return sequence_minibatch_indices(starts, lens, size, self._sgd_rng)
         return batch.minibatch_indices(size, rng=self._sgd_rng)
 
     # --- weights and state ------------------------------------------------------------

@@ -203,6 +203,14 @@ class Fragment:
             next row's observation: an episode's final observation where it ended
             mid-sequence.
         policy_version: version of the weights that acted (``set_weights`` global vars).
+        next_inputs: recurrent policies (``plangraph.rl.sequences``): what the model reads
+            besides the observation at the step after each sequence's last row,
+            ``{"state_in_<name>": float32 [N, ...], "prev_actions": [N, ...],
+            "prev_rewards": float32 [N]}`` (where sampling continues from); ``{}``
+            otherwise.
+        successor_inputs: recurrent policies: ``(n, t) -> {name: [...]}``, the same for
+            the final observation of an episode that ended at row ``(n, t)`` (the state
+            after that step, before the reset), keyed as ``successors``.
     """
 
     columns: dict[str, np.ndarray]
@@ -210,6 +218,8 @@ class Fragment:
     last_obs: np.ndarray
     successors: dict[tuple[int, int], np.ndarray] = field(default_factory=dict)
     policy_version: int = 0
+    next_inputs: dict[str, np.ndarray] = field(default_factory=dict)
+    successor_inputs: dict[tuple[int, int], dict[str, np.ndarray]] = field(default_factory=dict)
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -275,6 +285,60 @@ def gae_columns(
     truncated = [key for key in fragment.successors if not term[key]]
     boot_obs = [fragment.last_obs] + [fragment.successors[key][None] for key in truncated]
     boot_v = np.asarray(values(np.concatenate(boot_obs).astype(obs.dtype)), dtype=np.float32)
+    return _gae_from_values(fragment, vf, boot_v, truncated, gamma, lambda_)
+
+
+def recurrent_gae_columns(
+    fragment: Fragment,
+    values: Callable[[np.ndarray, dict[str, np.ndarray]], np.ndarray],
+    gamma: float,
+    lambda_: float,
+) -> dict[str, np.ndarray]:
+    """``gae_columns`` of a recurrent policy's fragment: ``vf_preds`` are the values the
+    policy recorded while acting (its ``vf_preds`` column, float32 ``[N, T]``: each from
+    the state the worker held at that step), and the bootstrap values come from
+    ``values(obs [M, *obs_shape], inputs {name: [M, ...]}) -> float32 [M]``, one step of
+    the model from the state after the step bootstrapped from (``Fragment.next_inputs``
+    for each sequence's ``last_obs``, ``successor_inputs`` for a truncated episode's final
+    observation); a terminated step bootstraps from 0.
+
+    Raises:
+        KeyError: the fragment has no ``vf_preds`` column or no ``next_inputs``.
+    """
+    cols = fragment.columns
+    obs = cols[SampleBatch.OBS]
+    vf = np.asarray(cols[SampleBatch.VF_PREDS], dtype=np.float32)
+    if not fragment.next_inputs:
+        raise KeyError("a recurrent fragment needs next_inputs (the state after its last row)")
+    term = cols[SampleBatch.TERMINATEDS]
+    truncated = [key for key in fragment.successors if not term[key]]
+    boot_obs = [fragment.last_obs] + [fragment.successors[key][None] for key in truncated]
+    boot_in = {
+        name: np.concatenate(
+            [first] + [np.asarray(fragment.successor_inputs[key][name])[None] for key in truncated]
+        )
+        for name, first in fragment.next_inputs.items()
+    }
+    boot_v = np.asarray(
+        values(np.concatenate(boot_obs).astype(obs.dtype), boot_in), dtype=np.float32
+    )
+    return _gae_from_values(fragment, vf, boot_v, truncated, gamma, lambda_)
+
+
+def _gae_from_values(
+    fragment: Fragment,
+    vf: np.ndarray,
+    boot_v: np.ndarray,
+    truncated: list[tuple[int, int]],
+    gamma: float,
+    lambda_: float,
+) -> dict[str, np.ndarray]:
+    """GAE columns from ``vf`` float32 ``[N, T]`` and ``boot_v`` float32 ``[N + len(
+    truncated)]`` (the values of each sequence's ``last_obs``, then of the truncated
+    episodes' final observations)."""
+    cols = fragment.columns
+    n, horizon = fragment.shape
+    term = cols[SampleBatch.TERMINATEDS]
     bootstrap = np.empty((n, horizon), dtype=np.float32)
     bootstrap[:, :-1] = vf[:, 1:]
     bootstrap[:, -1] = boot_v[:n]

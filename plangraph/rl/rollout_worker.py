@@ -89,6 +89,7 @@ from plangraph.rl.registrations import Registrations
 from plangraph.rl.row_layout import action_row, sample_row_layout
 from plangraph.rl.sample_batch import SampleBatch
 from plangraph.rl.seeding import derive_seeds
+from plangraph.rl.sequences import PREV_ACTIONS, PREV_REWARDS
 from plangraph.rl.worker_gradients import WorkerGradients
 from plangraph.rl.wrappers import make_env
 
@@ -223,12 +224,25 @@ class RolloutWorker:
         self._ep_len = np.zeros(self.num_envs, dtype=np.int64)
         self._eps_counter = 0
         self._eps_ids = np.array([self._new_eps_id() for _ in range(self.num_envs)])
+        #: recurrent policies: what the model reads besides the observation at each
+        #: sub-env's next step (``plangraph.rl.sequences``: ``state_in_*``,
+        #: ``prev_actions``, ``prev_rewards``, each ``[N, ...]``); ``{}`` otherwise
+        self._rec_inputs: dict[str, np.ndarray] = {}
+        if self.policy.is_recurrent:
+            self._rec_inputs = self._initial_inputs()
         self.num_env_steps_sampled = 0
         #: version of the behaviour weights, from ``set_weights(..., global_vars)``
         self.policy_version = 0
         self._transforms: tuple[BatchTransform, ...] = ()
         #: seconds spent in each batch transform (by node id) since it was installed
         self.transform_time_s: dict[str, float] = {}
+
+    def _initial_inputs(self) -> dict[str, np.ndarray]:
+        """A recurrent policy's inputs at the first step of ``N`` fresh episodes."""
+        out = self.policy.initial_state(self.num_envs)
+        out[PREV_ACTIONS] = np.zeros((self.num_envs, *self._action_shape), self._action_dtype)
+        out[PREV_REWARDS] = np.zeros(self.num_envs, dtype=np.float32)
+        return out
 
     def _new_eps_id(self) -> int:
         eid = self.worker_index * _EPS_STRIDE + self._eps_counter
@@ -269,13 +283,26 @@ class RolloutWorker:
         finals: list[tuple[int, int, np.ndarray]] = []
         ep_returns: list[float] = []
         ep_lengths: list[int] = []
+        # Recurrent policies: each sub-env's state (and previous action and reward), as
+        # it was before each step, and as it was after an episode's last step.
+        recurrent = bool(self._rec_inputs)
+        inputs = self._rec_inputs
+        rec_bufs = {
+            name: np.empty((n, horizon, *v.shape[1:]), v.dtype) for name, v in inputs.items()
+        }
+        successor_inputs: dict[tuple[int, int], dict[str, np.ndarray]] = {}
 
         obs = self._obs
         for t in range(horizon):
             obs_buf[:, t] = obs
             eps_buf[:, t] = self._eps_ids
             t_buf[:, t] = self._ep_len
-            actions, extra = policy.compute_actions(obs)
+            if recurrent:
+                for name, value in inputs.items():
+                    rec_bufs[name][:, t] = value
+                actions, extra, state = policy.compute_actions_recurrent(obs, inputs)
+            else:
+                actions, extra = policy.compute_actions(obs)
             act_buf[:, t] = actions
             for key, value in extra.items():
                 buf = extra_bufs.get(key)
@@ -294,8 +321,16 @@ class RolloutWorker:
             self._ep_return += rew
             self._ep_len += 1
             done = np.logical_or(term, trunc)
+            if recurrent:
+                inputs = {
+                    **state,
+                    PREV_ACTIONS: act_buf[:, t].copy(),
+                    PREV_REWARDS: rew_buf[:, t].copy(),
+                }
             if done.any():
                 final_obs = infos["final_obs"]
+                if recurrent:
+                    inputs = self._reset_inputs(inputs, done, successor_inputs, t)
                 for k in np.flatnonzero(done):
                     finals.append((t, int(k), np.array(final_obs[k], dtype=self._obs_dtype)))
                     ep_returns.append(float(self._ep_return[k]))
@@ -304,6 +339,7 @@ class RolloutWorker:
                     self._ep_len[k] = 0
                     self._eps_ids[k] = self._new_eps_id()
         self._obs = obs
+        self._rec_inputs = inputs
 
         columns: dict[str, np.ndarray] = {
             _SB.OBS: obs_buf,
@@ -314,11 +350,20 @@ class RolloutWorker:
             _SB.EPS_ID: eps_buf,
             _SB.T: t_buf,
             **extra_bufs,
+            **rec_bufs,
         }
         continues = ~(term_buf | trunc_buf)
         continues[:, -1] = False
         successors = {(k, t): f for t, k, f in finals}
-        fragment = Fragment(columns, continues, obs, successors, self.policy_version)
+        fragment = Fragment(
+            columns,
+            continues,
+            obs,
+            successors,
+            self.policy_version,
+            next_inputs=inputs,
+            successor_inputs=successor_inputs,
+        )
         columns.update(policy.postprocess_fragment(fragment))
         rows = n * horizon
         self.num_env_steps_sampled += rows
@@ -327,6 +372,26 @@ class RolloutWorker:
             episode_returns=ep_returns,
             episode_lengths=ep_lengths,
         )
+
+    def _reset_inputs(
+        self,
+        inputs: dict[str, np.ndarray],
+        done: np.ndarray,
+        successor_inputs: dict[tuple[int, int], dict[str, np.ndarray]],
+        t: int,
+    ) -> dict[str, np.ndarray]:
+        """A recurrent policy's inputs after step ``t`` with exactly the sub-envs whose
+        episode ended (``done``, bool ``[N]``) back at the initial state, previous action
+        and reward; what those sub-envs held is kept in ``successor_inputs[(k, t)]`` (the
+        bootstrap value of a truncated episode reads it)."""
+        for k in np.flatnonzero(done):
+            successor_inputs[(int(k), t)] = {name: v[k].copy() for name, v in inputs.items()}
+        fresh = self._initial_inputs()
+        out = {}
+        for name, value in inputs.items():
+            mask = done.reshape(-1, *([1] * (value.ndim - 1)))
+            out[name] = np.where(mask, fresh[name], value).astype(value.dtype, copy=False)
+        return out
 
     # --- worker-side maps -------------------------------------------------------------
     def set_batch_transforms(self, transforms: Sequence[BatchTransform]) -> None:
@@ -445,9 +510,11 @@ class RolloutWorker:
         "reason": str}`` where it cannot be captured), ``obs`` (``[N, *obs_shape]``,
         obs dtype), ``ep_return`` (float64 ``[N]``), ``ep_len`` (int64 ``[N]``, env
         steps), ``eps_ids`` (int64 ``[N]``), ``eps_counter``, ``num_env_steps_sampled``,
-        ``policy_version`` (of the weights it holds) and, with ``include_policy`` (False
-        where the policy is the learner's own, whose state the checkpoint already holds),
-        ``policy`` (``TorchPolicy.get_sampling_state()``).
+        ``policy_version`` (of the weights it holds), for a recurrent policy
+        ``recurrent_inputs`` (each sub-env's state, previous action and reward for its
+        next step, ``{name: [N, ...]}``: ``plangraph.rl.sequences``) and, with
+        ``include_policy`` (False where the policy is the learner's own, whose state the
+        checkpoint already holds), ``policy`` (``TorchPolicy.get_sampling_state()``).
         """
         envs = []
         for sub_env in self.env.envs:
@@ -468,6 +535,8 @@ class RolloutWorker:
             "num_env_steps_sampled": self.num_env_steps_sampled,
             "policy_version": self.policy_version,
         }
+        if self._rec_inputs:
+            state["recurrent_inputs"] = {k: v.copy() for k, v in self._rec_inputs.items()}
         if include_policy:
             state["policy"] = self.policy.get_sampling_state()
         return state
@@ -498,6 +567,16 @@ class RolloutWorker:
         self.num_env_steps_sampled = int(state["num_env_steps_sampled"])
         # Absent in checkpoints written before versions were saved: as a fresh worker.
         self.policy_version = int(state.get("policy_version", 0))
+        if self._rec_inputs:
+            saved = state.get("recurrent_inputs")
+            if saved is None or set(saved) != set(self._rec_inputs):
+                raise ValueError(
+                    "worker state holds no recurrent state for this worker's recurrent policy "
+                    f"(expected {sorted(self._rec_inputs)})"
+                )
+            self._rec_inputs = {
+                k: np.array(saved[k], dtype=v.dtype, copy=True) for k, v in self._rec_inputs.items()
+            }
         reset = []
         for k, (sub_env, entry) in enumerate(zip(self.env.envs, state["envs"], strict=True)):
             if entry["snapshot"] is not None:
@@ -513,6 +592,10 @@ class RolloutWorker:
             self._ep_len[k] = 0
             self._eps_ids[k] = self._new_eps_id()
             reset.append(k)
+        if reset and self._rec_inputs:
+            done = np.zeros(self.num_envs, dtype=bool)
+            done[reset] = True
+            self._rec_inputs = self._reset_inputs(self._rec_inputs, done, {}, 0)
         self._obs = obs
         if "policy" in state:
             self.policy.set_sampling_state(state["policy"])

@@ -58,7 +58,9 @@ def sample_row_layout(
     spaces and this policy config, without stepping an env (memory estimates before launch).
 
     Returns:
-        ``column -> (row shape, dtype)``; e.g. ``obs -> ((4,), float32)`` for CartPole.
+        ``column -> (row shape, dtype)``; e.g. ``obs -> ((4,), float32)`` for CartPole; a
+        recurrent model's ``state_in_*``, ``prev_actions`` and ``prev_rewards`` where its
+        settings give the state's layout (``ModelSettings.state_layout``).
 
     Raises:
         pydantic.ValidationError: ``policy_config`` is not a valid policy config.
@@ -79,4 +81,13 @@ def sample_row_layout(
     extra = config.sample_columns((obs[0], obs[1].name), action_layout(action_space)[2])
     for col, (shape, dtype) in extra.items():
         layout[col] = (tuple(shape), np.dtype(dtype))
+    # A recurrent model's inputs besides the observation, stored with every row
+    # (plangraph.rl.sequences), where its settings give the state's layout.
+    model = config.resolved_model(obs[0])
+    state = model.state_layout() if model.recurrent else None
+    if state is not None:
+        for name, shape in state.items():
+            layout[f"state_in_{name}"] = (tuple(shape), f32)
+        layout["prev_actions"] = action_row(action_space)
+        layout["prev_rewards"] = ((), f32)
     return layout

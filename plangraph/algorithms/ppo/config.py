@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field
 
@@ -15,6 +15,7 @@ class PPOConfig(ActorCriticConfig):
     """Proximal policy optimisation with the clipped surrogate (Schulman et al. 2017, eq. 7)."""
 
     algo: Literal["ppo"] = "ppo"
+    recurrent_models: ClassVar[bool] = True
     gae_lambda: float = Field(0.95, ge=0.0, le=1.0, description="GAE lambda.")
     clip_param: float = Field(0.2, gt=0.0, description="Surrogate clip range epsilon.")
     vf_clip_param: float | None = Field(

@@ -10,6 +10,8 @@ recorded by the rollout worker) and advantages ``A_i`` (standardised per minibat
     L      =  L_clip + vf_loss_coeff * L_vf - entropy_coeff * mean_i[ H(pi(.|s_i)) ]
 
 ``train(batch, num_sgd_iter, sgd_minibatch_size)`` runs the epochs (``TorchPolicy.train``).
+With a recurrent model (``docs/recurrent.md``) the minibatches are whole sequences and
+the means are over their real (unpadded) rows.
 The action distribution follows the action space (categorical, or a diagonal Gaussian
 for Box actions: ``plangraph.rl.distributions``); ``log pi`` is that of the unclipped
 action the batch holds. Reported: ``kl`` = mean KL(pi_old || pi) from the behaviour
@@ -28,7 +30,7 @@ from torch.distributions import kl_divergence
 from plangraph.algorithms.ppo.config import PPOConfig
 from plangraph.rl.actor_critic import ActorCriticPolicy, explained_variance
 from plangraph.rl.policy import Stats
-from plangraph.rl.postprocessing import Fragment, gae_columns
+from plangraph.rl.postprocessing import Fragment, gae_columns, recurrent_gae_columns
 from plangraph.rl.sample_batch import SampleBatch
 
 _SB = SampleBatch
@@ -50,14 +52,20 @@ class PPOPolicy(ActorCriticPolicy[PPOConfig]):
     )
 
     def postprocess_fragment(self, fragment: Fragment) -> dict[str, np.ndarray]:
-        """GAE(lambda) advantages and value targets (``gae_columns``)."""
+        """GAE(lambda) advantages and value targets (``gae_columns``; a recurrent model:
+        ``recurrent_gae_columns``, from the values recorded while acting and bootstrap
+        values from the state the worker held)."""
+        if self.is_recurrent:
+            return recurrent_gae_columns(
+                fragment, self.compute_values_recurrent, self.config.gamma, self.config.gae_lambda
+            )
         return gae_columns(fragment, self.compute_values, self.config.gamma, self.config.gae_lambda)
 
     def compute_loss(
         self, t: Mapping[str, torch.Tensor], with_stats: bool = True
     ) -> tuple[torch.Tensor, Stats]:
         cfg = self.config
-        inputs, values = self.model.pi_vf(t[_SB.OBS])
+        inputs, values = self.pi_vf(t)
         dist = self.dist(inputs)
         logp = dist.log_prob(t[_SB.ACTIONS])
         old_logp = t[_SB.ACTION_LOGP].float()
