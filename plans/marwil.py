@@ -29,6 +29,10 @@ cfg = PlanConfig(
     gamma=0.99,
     beta=1.0,
     vf_coeff=1.0,
+    # c^2 tracks mean[A^2] over about the last 100 batches: with RLlib's 1e-8 it stays at
+    # its start (100) while the value head learns, and exp(A / 10) of returns to go of up
+    # to 100 saturates at max_weight for good and poor rows alike.
+    adv_norm_update_rate=0.01,
     shuffle_buffer_size=20_000,  # rows
     min_iter_time_s=0.0,
 )
@@ -53,6 +57,7 @@ plan = Plan.from_builder(
                 "gamma": cfg.gamma,
                 "beta": cfg.beta,
                 "vf_coeff": cfg.vf_coeff,
+                "moving_average_sqd_adv_norm_update_rate": cfg.adv_norm_update_rate,
             },
         ),
         "offline": offline_data(

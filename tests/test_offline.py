@@ -316,3 +316,69 @@ def test_write_experiences_records_then_bc_trains_and_evaluates_online(tmp_path:
     assert last["num_env_steps_sampled"] == 0
     assert "evaluation" in results[3] and "evaluation" in last
     assert last["learner"]["policy_loss"] > 0
+
+
+def test_an_offline_run_reports_rows_read_and_plangraph_eval_plays_it(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    _record(tmp_path / "data", [_batch(64, 64 * k) for k in range(2)])
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "plangraph", *args],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+
+    run = cli(
+        "run", str(ROOT / "plans" / "bc.json"), f"--set=dataset={tmp_path / 'data'}",
+        "--set=train_batch_size=32", "--max-iterations=5", "--out=run", "--no-progress",
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    out = run.stdout + run.stderr
+    assert "iter 5: rows read 160 (epoch 2), return -" in out
+    assert "rows read (offline)" in out and "dataset epochs (offline)" in out
+    assert "env steps sampled" not in out
+    played = cli("eval", "run", "--episodes", "2")
+    assert played.returncode == 0, played.stderr
+    assert "2 greedy episodes" in played.stdout + played.stderr
+
+
+def test_marwil_weights_the_log_likelihood_by_exponentiated_advantages() -> None:
+    import torch
+
+    from plangraph.rl.policies import make_policy
+
+    space = (CARTPOLE.observation_space, CARTPOLE.action_space)
+    rng = np.random.default_rng(0)
+    t = {
+        "obs": torch.tensor(rng.normal(size=(16, 4)), dtype=torch.float32),
+        "actions": torch.tensor(rng.integers(0, 2, size=16)),
+        "returns": torch.tensor(rng.uniform(0, 50, size=16), dtype=torch.float32),
+    }
+    rate = 0.5
+    marwil = make_policy(
+        *space,
+        {"algo": "marwil", "beta": 2.0, "moving_average_sqd_adv_norm_update_rate": rate},
+        0,
+    )
+    inputs, values = marwil.model.pi_vf(t["obs"])
+    logp = marwil.dist(inputs).log_prob(t["actions"])
+    adv = (t["returns"] - values).detach()
+    c2 = 100.0 + rate * (float((adv**2).mean()) - 100.0)
+    weights = torch.exp(2.0 * adv / (c2**0.5 + 1e-8)).clamp(max=20.0)
+    want = -(weights * logp).mean() + 0.5 * ((values - t["returns"]) ** 2).mean()
+    loss, stats = marwil.compute_loss(t)
+    assert loss.item() == pytest.approx(want.item(), rel=1e-5)
+    assert stats["ma_adv_norm"] == pytest.approx(c2, rel=1e-5)
+    assert "ma_adv_norm" in marwil.get_weights()  # travels with the weights, checkpointed
+
+    bc = make_policy(*space, {"algo": "bc"}, 0)
+    assert bc.loss_columns == ("obs", "actions")  # no returns: the reader adds none
+    loss, _ = bc.compute_loss(t)
+    logp = bc.dist(bc.model.pi(t["obs"])).log_prob(t["actions"])
+    assert loss.item() == pytest.approx(-logp.mean().item(), rel=1e-6)

@@ -690,7 +690,7 @@ class OfflineDataset:
         self.seed = int(seed) % (2**31)
         self.read_concurrency = int(read_concurrency)
         self.returns_gamma = returns_gamma
-        self.epoch = 0
+        self._actors: list[Any] = []
 
     def ray_dataset(self, epoch: int) -> Any:
         """The lazy ``ray.data.Dataset`` of one epoch (file order shuffled by epoch)."""
@@ -788,11 +788,18 @@ class OfflineDataset:
             epoch += 1
             yield None
 
+    def reader_peak_rss_bytes(self) -> list[int]:
+        """Each reader actor's peak resident memory so far (bytes); ``[]`` with one reader
+        (the driver reads)."""
+        import ray
+
+        return [int(x) for x in ray.get([a.peak_rss_bytes.remote() for a in self._actors])]
+
     def stop(self) -> None:
         """Release the reader actors (idempotent)."""
         import ray
 
-        for actor in getattr(self, "_actors", ()):
+        for actor in self._actors:
             ray.kill(actor)
         self._actors = []
 
@@ -894,3 +901,9 @@ class ExperienceReader:
         except StopIteration:
             self._current = None
             return None
+
+    def peak_rss_bytes(self) -> int:
+        """This reader process's peak resident memory so far (bytes; Linux ``ru_maxrss``)."""
+        import resource
+
+        return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
