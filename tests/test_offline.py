@@ -203,6 +203,27 @@ def _bc_plan(dataset: Path, **config: Any) -> Any:
     )
 
 
+def _offline_plan(dataset: Path, algo: str) -> Any:
+    from plangraph.ops import (
+        ReadExperiences,
+        StandardMetricsReporting,
+        TrainOneStep,
+        offline_data,
+        worker_set,
+    )
+
+    read = ReadExperiences(batch_size=32, id="read")
+    plan = plangraph.Plan.from_builder(
+        StandardMetricsReporting(read.for_each(TrainOneStep(id="train")), id="metrics"),
+        name=f"{algo}_offline",
+        resources={
+            "workers": worker_set(env="CartPole-v1", num_workers=0, policy={"algo": algo}),
+            "offline": offline_data(path=str(dataset)),
+        },
+    )
+    return plangraph.compile(plan)
+
+
 def test_a_dataset_that_does_not_fit_the_env_stops_the_build_before_launch(
     tmp_path: Path,
 ) -> None:
@@ -217,6 +238,9 @@ def test_a_dataset_that_does_not_fit_the_env_stops_the_build_before_launch(
     text = str(err.value)
     assert "node 'read'" in text and "/resources/offline/params/path" in text
     assert "column 'obs'" in text and "column 'actions'" in text and "CartPole-v1" in text
+    _record(tmp_path / "cartpole", [_batch(16)])
+    with pytest.raises(BuildError, match=r"algo 'ppo'.*column 'advantages' is missing"):
+        plangraph.build(_offline_plan(tmp_path / "cartpole", "ppo"))
     assert ray.is_initialized() == was_up  # refused before Ray started
 
 
@@ -382,3 +406,31 @@ def test_marwil_weights_the_log_likelihood_by_exponentiated_advantages() -> None
     loss, _ = bc.compute_loss(t)
     logp = bc.dist(bc.model.pi(t["obs"])).log_prob(t["actions"])
     assert loss.item() == pytest.approx(-logp.mean().item(), rel=1e-6)
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_the_reader_adds_each_rows_discounted_return_to_go_over_its_whole_episode(
+    tmp_path: Path,
+) -> None:
+    # Episodes of 10 rows, split over files (4 KiB each): the groupby joins them again.
+    batches = [_batch(64, 64 * k) for k in range(4)]
+    writer = _record(tmp_path / "ds", batches)
+    info = inspect_dataset(str(tmp_path / "ds"))
+    assert len(info.files) > 1
+    dataset = OfflineDataset(info, shuffle_buffer_size=64, seed=1, returns_gamma=0.9)
+    got: dict[int, float] = {}
+    for columns in dataset.batches(40):
+        if columns is None:
+            break
+        got.update(zip(columns["t"].tolist(), columns["returns"].tolist(), strict=True))
+    rows = SampleBatch.concat_samples(batches)
+    want = discounted_returns(
+        {
+            "eps_id": rows["eps_id"] + writer.eps_id_offset,
+            "t": rows["t"],
+            "rewards": rows["rewards"],
+        },
+        0.9,
+    )
+    assert sorted(got) == rows["t"].tolist()
+    np.testing.assert_allclose([got[t] for t in rows["t"].tolist()], want, rtol=1e-5)

@@ -93,6 +93,9 @@ REQUIRED_COLUMNS: tuple[str, ...] = (
 """Columns every recorded row has."""
 OPTIONAL_COLUMNS: tuple[str, ...] = ("action_logp", "next_obs", "agent_index", "policy_id")
 """Columns recorded when the sampled batch has them."""
+DERIVED_COLUMNS: tuple[str, ...] = ("returns",)
+"""Columns a reader adds when the learner reads them (``returns``: discounted return to go,
+``OfflineDataset(returns_gamma=...)``)."""
 SHAPES_KEY = b"plangraph.shapes"
 METADATA_FILE = "metadata.json"
 _DEFAULT_FILE_BYTES = 64 * 2**20
@@ -725,7 +728,12 @@ class OfflineDataset:
 
             ds = (
                 ds.groupby("eps_id")
-                .map_groups(add_returns, batch_format="pyarrow", concurrency=self.read_concurrency)
+                .map_groups(
+                    add_returns,
+                    batch_format="pyarrow",
+                    compute=ray.data.TaskPoolStrategy(size=self.read_concurrency),
+                    num_cpus=0.25,
+                )
                 .randomize_block_order(seed=self.seed + epoch)
             )
         return ds

@@ -222,14 +222,17 @@ def _check_datasets(
         if rid not in infos or ws is None or ws.policy is None or ws_id not in envs:
             continue
         obs_space, act_space = _driver_spaces(ws_id, ws.env, envs[ws_id])
-        from plangraph.rl.offline import OPTIONAL_COLUMNS, check_layout
+        from plangraph.rl.offline import DERIVED_COLUMNS, check_layout
         from plangraph.rl.policies import policy_class
 
         learner = policy_class(ws.policy)
+        # Every column the learner's loss reads, but those ReadExperiences adds itself
+        # (returns) and those it may lack (PPO's advantages: a dataset has none, so an
+        # on-policy learner is refused here rather than at its first train step).
         needed = [
             c
             for c in learner.loss_columns
-            if c in OPTIONAL_COLUMNS and c not in learner.optional_loss_columns
+            if c not in learner.optional_loss_columns and c not in DERIVED_COLUMNS
         ]
         problems = check_layout(infos[rid], obs_space, act_space, needed)
         if problems:
