@@ -47,5 +47,10 @@ class MARWILConfig(ActorCriticConfig):
 
     def sample_columns(self, obs: tuple[tuple[int, ...], str], dist_inputs: int) -> ColumnLayout:
         """The behaviour policy's ``action_logp`` and ``action_dist_inputs`` (its
-        ``compute_actions`` extras); MARWIL postprocesses nothing on the workers."""
-        return {"action_logp": ((), "float32"), "action_dist_inputs": ((dist_inputs,), "float32")}
+        ``compute_actions`` extras) and, when sampled online, the fragment's ``returns``
+        to go (float32)."""
+        return {
+            "action_logp": ((), "float32"),
+            "action_dist_inputs": ((dist_inputs,), "float32"),
+            "returns": ((), "float32"),
+        }

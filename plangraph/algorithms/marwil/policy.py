@@ -10,7 +10,10 @@ column ``ReadExperiences`` adds, with this policy's ``gamma``):
     L    = -mean_i[ w_i * log pi(a_i|s_i) ] + vf_coeff * 0.5 * mean_i[ (V(s_i) - R_i)^2 ]
 
 ``beta = 0`` gives ``w_i = 1`` and behaviour cloning; the value term is then left out (BC
-reads no ``returns``). ``c^2`` is a buffer of the model (``ma_adv_norm``), so it travels
+reads no ``returns``). Sampled online (a plan with ``ParallelRollouts``), a fragment's
+``returns`` are its returns to go as PG computes them (bootstrapped from ``V`` where a
+fragment or a time limit cuts an episode; ``plangraph.algorithms.pg.policy.returns_to_go``).
+``c^2`` is a buffer of the model (``ma_adv_norm``), so it travels
 with the weights and is saved in checkpoints.
 """
 
@@ -19,10 +22,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
 import torch
 
 from plangraph.algorithms.marwil.config import MARWILConfig
-from plangraph.rl import ActorCriticPolicy, SampleBatch, Stats, explained_variance
+from plangraph.algorithms.pg.policy import returns_to_go
+from plangraph.rl import ActorCriticPolicy, Fragment, SampleBatch, Stats, explained_variance
 
 __all__ = ["MARWILPolicy"]
 
@@ -42,6 +47,11 @@ class MARWILPolicy(ActorCriticPolicy[MARWILConfig]):
         start = float(self.config.moving_average_sqd_adv_norm_start)
         model.register_buffer("ma_adv_norm", torch.tensor(start, dtype=torch.float32))
         return model
+
+    def postprocess_fragment(self, fragment: Fragment) -> dict[str, np.ndarray]:
+        """``returns`` (float32 ``[N, T]``) of a sampled fragment: returns to go,
+        bootstrapped from ``V`` at a cut or a truncation (as PG's)."""
+        return {RETURNS: returns_to_go(fragment, self.compute_values, self.config.gamma)}
 
     def compute_loss(
         self, t: Mapping[str, torch.Tensor], with_stats: bool = True
