@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from plangraph.version import __version__ as __version__
 
 __all__ = [
     "ActorCriticConfig",

@@ -32,8 +32,10 @@ ValueError`` code keeps working::
     ├── UnknownPassError           ``--no-pass`` / ``disable_passes`` names no optimisation
     │                              pass (the message has a did-you-mean)
     ├── StopCriterionError         a malformed or unknown stop criterion (``--stop``)
-    └── CheckpointError            a checkpoint or run directory is corrupt, truncated,
-                                   hand-edited, of another plan, or in the old pickle format
+    ├── CheckpointError            a checkpoint or run directory is corrupt, truncated,
+    │                              hand-edited, of another plan, or in the old pickle format
+    └── DatasetError               (plangraph.rl.offline) an offline dataset cannot be
+                                   written or read, or does not fit the plan's env
 
 Severity of a compiler finding is not an exception matter: a ``Diagnostic``'s severity is
 always the one its code has in ``plangraph.compiler.CODES``; only errors block a launch.
@@ -45,6 +47,7 @@ from __future__ import annotations
 __all__ = [
     "BuildError",
     "CheckpointError",
+    "DatasetError",
     "PlanError",
     "PlangraphError",
     "RegistrationError",
@@ -99,6 +102,13 @@ class CheckpointError(PlangraphError, ValueError):
     """A checkpoint or run directory cannot be loaded: a file is missing, corrupt,
     truncated, hand-edited into an unexpected shape, written for another plan, or in the
     pre-2 pickle format (refused, never unpickled: a pickle can run code when loaded)."""
+
+
+class DatasetError(PlangraphError, ValueError):
+    """An offline dataset cannot be written or read, or does not fit the plan: a path that
+    does not exist, no rows, a file that is not Parquet, a missing column, a dtype or
+    shape the env's spaces do not allow, NaN rewards (the message names the dataset, the
+    file or column, and how to fix it)."""
 
 
 class WaitTimeoutError(PlangraphError, TimeoutError):

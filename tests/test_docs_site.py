@@ -190,7 +190,8 @@ def test_the_sites_relative_links_resolve() -> None:
 def command_lines(block: Block) -> list[list[str]]:
     """The ``plangraph`` command lines of a block: each as argv, without the program."""
     out = []
-    for raw in block.text.splitlines():
+    # A shell line continued with a trailing backslash is one command.
+    for raw in block.text.replace("\\\n", " ").splitlines():
         line = raw.strip()
         if block.lang != "bash":
             if not line.startswith("$ "):

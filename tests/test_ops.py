@@ -76,6 +76,8 @@ def test_params_models_are_strict_and_documented() -> None:
         "UpdateTarget",
         "UpdateWorkerWeights",
         "StandardMetricsReporting",
+        "ReadExperiences",  # the learner whose env the dataset must fit
+        "WriteExperiences",  # the env and spaces metadata.json records
     }
     for name in workers_ops:
         assert get_op(name).params_model.model_fields["workers"].default == "@workers"

@@ -75,6 +75,13 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         "result gains evaluation/episode_return_mean, usable with --stop",
     )
     p.add_argument(
+        "--record",
+        type=Path,
+        metavar="DIR",
+        help="record every rollout source's sampled rows to DIR (Parquet files and "
+        "metadata.json; docs/offline.md), e.g. to train BC or MARWIL from later",
+    )
+    p.add_argument(
         "--evaluation-episodes",
         type=int,
         metavar="N",
@@ -462,6 +469,7 @@ def _train(launch: _Launch, args: argparse.Namespace) -> int:
             address=args.address,
             evaluation_interval=launch.evaluation_interval,
             evaluation_episodes=launch.evaluation_episodes,
+            record=str(args.record) if getattr(args, "record", None) else None,
         )
     except BuildError as exc:
         hint = ""

@@ -31,9 +31,10 @@ from plangraph.ops.builtin.replay import (
     ParallelReplay,
     StoreToReplay,
     UpdatePriorities,
+    WriteExperiences,
 )
 from plangraph.ops.builtin.sink import StandardMetricsReporting
-from plangraph.ops.builtin.sources import AsyncGradients, ParallelRollouts
+from plangraph.ops.builtin.sources import AsyncGradients, ParallelRollouts, ReadExperiences
 from plangraph.ops.builtin.train import (
     ApplyGradients,
     AverageGradients,
@@ -64,10 +65,12 @@ from plangraph.ops.registry import (
 )
 from plangraph.ops.resources import (
     LearnerThreadParams,
+    OfflineDataParams,
     ReplayActorsParams,
     ReplayBufferParams,
     WorkerSetParams,
     learner_thread,
+    offline_data,
     replay_actors,
     replay_buffer,
     worker_set,
@@ -97,6 +100,7 @@ __all__ = [
     "LearnerThreadParams",
     "LocalReplay",
     "ModelSettings",
+    "OfflineDataParams",
     "OpFactory",
     "OpParams",
     "OpSignature",
@@ -104,6 +108,7 @@ __all__ = [
     "ParallelRollouts",
     "PendingOp",
     "PlanBuildError",
+    "ReadExperiences",
     "ReplayActorsParams",
     "ReplayBufferParams",
     "ResourceKind",
@@ -120,6 +125,7 @@ __all__ = [
     "UpdateWorkerWeights",
     "WaitUntilTimestepsElapsed",
     "WorkerSetParams",
+    "WriteExperiences",
     "algorithm",
     "algorithms",
     "all_ops",
@@ -128,6 +134,7 @@ __all__ = [
     "get_resource_kind",
     "learner_thread",
     "model_types",
+    "offline_data",
     "op_factory",
     "register_algorithm",
     "register_model",

@@ -321,6 +321,43 @@ class ReplayActorsParams(ReplayBufferParams):
         return self
 
 
+class OfflineDataParams(BaseModel):
+    """A recorded dataset of experience (``plangraph.rl.offline``'s schema; user page
+    ``docs/offline.md``), read through Ray Data by ``ReadExperiences``.
+
+    ``path`` is a folder of Parquet files (every ``*.parquet`` below it; hidden names
+    skipped), one file, or a URI Ray Data and pyarrow read (``s3://bucket/run``). Before
+    any actor starts, only the files' footers are read: a missing or empty dataset, a file
+    that is not Parquet, or columns that do not fit the env (a missing column, a dtype or
+    shape its spaces do not allow) stop the build with a message naming the column.
+    """
+
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid", allow_inf_nan=False)
+
+    path: str = Field(min_length=1, description="Dataset folder, file or URI.")
+    format: Literal["parquet"] = Field("parquet", description="File format (Parquet only).")
+    shuffle_buffer_size: int = Field(
+        10_000,
+        ge=0,
+        description=(
+            "Rows in the shuffle buffer each reader draws batches from (0: no shuffling; "
+            "else the file order is shuffled each epoch too)."
+        ),
+    )
+    num_readers: int = Field(
+        1,
+        ge=1,
+        le=64,
+        description=(
+            "Reader actors the dataset is split over (Ray Data streaming_split); 1: the "
+            "driver pulls the stream itself."
+        ),
+    )
+    read_concurrency: int = Field(
+        2, ge=1, le=256, description="Ray Data read tasks running at once, at most."
+    )
+
+
 def shard_split(total: int, num_shards: int) -> list[int]:
     """``total`` env steps split over ``num_shards`` shards as evenly as possible (the first
     ``total % num_shards`` shards hold one more): ``shard_split(10, 4) == [3, 3, 2, 2]``."""
@@ -384,6 +421,11 @@ def replay_buffer(**params: Any) -> Resource:
 def replay_actors(**params: Any) -> Resource:
     """A ``ReplayActors`` resource (params: :class:`ReplayActorsParams`)."""
     return Resource(kind="ReplayActors", params=_resource_params(params))
+
+
+def offline_data(**params: Any) -> Resource:
+    """An ``OfflineData`` resource (params: :class:`OfflineDataParams`)."""
+    return Resource(kind="OfflineData", params=_resource_params(params))
 
 
 def learner_thread(**params: Any) -> Resource:
@@ -477,5 +519,12 @@ register_resource_kind(
         doc=(ReplayActorsParams.__doc__ or "").strip(),
         needs_writer_and_reader=True,
         notes=_replay_actors_notes,
+    )
+)
+register_resource_kind(
+    ResourceKind(
+        "OfflineData",
+        OfflineDataParams,
+        doc=(OfflineDataParams.__doc__ or "").strip(),
     )
 )

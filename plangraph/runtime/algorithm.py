@@ -188,6 +188,7 @@ class Algorithm:
         address: str | None = None,
         evaluation_interval: int = 0,
         evaluation_episodes: int = 10,
+        record: str | None = None,
     ) -> None:
         if not compiled.ok:
             from plangraph.compiler import PlanValidationError
@@ -210,6 +211,7 @@ class Algorithm:
             seed=seed,
             address=address,
             run_state=self.run_state,
+            record_dir=record,
         )
         self._stopped = False
         self.evaluation_interval = int(evaluation_interval)

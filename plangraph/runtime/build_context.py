@@ -36,7 +36,12 @@ from pydantic import BaseModel
 
 from plangraph.errors import BuildError, WaitTimeoutError
 from plangraph.ops.env_extras import EnvDependencyError, missing_dependency, register_env_namespace
-from plangraph.ops.resources import ReplayActorsParams, ReplayBufferParams, WorkerSetParams
+from plangraph.ops.resources import (
+    OfflineDataParams,
+    ReplayActorsParams,
+    ReplayBufferParams,
+    WorkerSetParams,
+)
 from plangraph.ops.wrappers import wrapped_env
 from plangraph.runtime.run_state import RunState
 
@@ -182,6 +187,68 @@ def _check_spaces(rid: str, params: WorkerSetParams) -> None:
         raise BuildError(f"resource {rid!r}: {p.code}: {p.message} ({p.hint})")
 
 
+def _check_datasets(
+    compiled: CompiledPlan,
+    params: dict[str, Any],
+    worker_set_params: dict[str, WorkerSetParams],
+    envs: dict[str, Any],
+) -> dict[str, Any]:
+    """Read every ``OfflineData`` resource's footers and check its columns against the env
+    and learner of each ``ReadExperiences`` node reading it (before Ray starts).
+
+    Returns:
+        ``DatasetInfo`` by resource id.
+
+    Raises:
+        BuildError: the dataset is missing, empty or unreadable, or a column does not fit
+            (names the node, the resource's JSON path and the column).
+    """
+    from plangraph.errors import DatasetError
+    from plangraph.rl.offline import inspect_dataset
+
+    infos: dict[str, Any] = {}
+    for rid, res in sorted(compiled.resources.items()):
+        if res.kind != "OfflineData":
+            continue
+        p = _params_as(rid, params[rid], OfflineDataParams)
+        try:
+            infos[rid] = inspect_dataset(p.path)
+        except DatasetError as exc:
+            raise BuildError(f"resource {rid!r} (/resources/{rid}/params/path): {exc}") from exc
+    for nid, node in compiled.nodes.items():
+        if node.op != "ReadExperiences" or node.params is None:
+            continue
+        read: Any = node.params  # ReadExperiencesParams
+        rid, ws_id = resource_id(read.dataset), resource_id(read.workers)
+        ws = worker_set_params.get(ws_id)
+        if rid not in infos or ws is None or ws.policy is None or ws_id not in envs:
+            continue
+        obs_space, act_space = _driver_spaces(ws_id, ws.env, envs[ws_id])
+        from plangraph.rl.offline import DERIVED_COLUMNS, check_layout
+        from plangraph.rl.policies import policy_class
+
+        learner = policy_class(ws.policy)
+        # Every column the learner's loss reads, but those ReadExperiences adds itself
+        # (returns) and those it may lack (PPO's advantages: a dataset has none, so an
+        # on-policy learner is refused here rather than at its first train step).
+        needed = [
+            c
+            for c in learner.loss_columns
+            if c not in learner.optional_loss_columns and c not in DERIVED_COLUMNS
+        ]
+        problems = check_layout(infos[rid], obs_space, act_space, needed)
+        if problems:
+            lines = "; ".join(msg for _col, msg in problems)
+            raise BuildError(
+                f"node {nid!r} reads dataset {infos[rid].path!r} (resource {rid!r}, "
+                f"/resources/{rid}/params/path) for worker set {ws_id!r} (env {ws.env!r}, "
+                f"algo {ws.policy.algo!r}): {lines}; record the dataset in this env (plangraph "
+                "run PLAN --record DIR) or give a dataset with these columns "
+                "(docs/offline.md has the schema)"
+            )
+    return infos
+
+
 def _driver_spaces(rid: str, name: Any, env: Any) -> tuple[Any, Any]:
     """``(observation space, action space)`` of one sub-env of worker set ``rid``, read
     from an env made (and closed) in this process, as the workers will make it (``env``:
@@ -239,13 +306,15 @@ class Preflight:
     """What :meth:`BuildContext.preflight` checked and resolved: the run ``seed``, each
     worker set's params with the overrides (``worker_sets``), every resource's validated
     params (``params``), the multi-agent worker sets (``multi_agent``) and each worker
-    set's env creator (``envs``), by resource id."""
+    set's env creator (``envs``) and the offline datasets' checked footers
+    (``datasets``, ``plangraph.rl.offline.DatasetInfo``), by resource id."""
 
     seed: int
     worker_sets: dict[str, WorkerSetParams]
     params: dict[str, BaseModel | None]
     multi_agent: set[str]
     envs: dict[str, Any]
+    datasets: dict[str, Any]
 
 
 @dataclass
@@ -285,6 +354,13 @@ class BuildContext:
     warns (``ResumeWarning``) for each, as for sub-envs that cannot be captured."""
     rng_nodes: set[str] = field(default_factory=set)
     """Nodes that took their per-node RNG (:meth:`node_rng`) in this dataflow."""
+    datasets: dict[str, Any] = field(default_factory=dict)
+    """Offline datasets by resource id (``plangraph.rl.offline.DatasetInfo``: the footers
+    read and checked before launch)."""
+    record_dir: str | None = None
+    """``plangraph run --record DIR``: every rollout source's batches are recorded there."""
+    closers: list[Callable[[], None]] = field(default_factory=list)
+    """Called by ``stop()`` in order (an experience writer's last file)."""
 
     @classmethod
     def preflight(
@@ -366,6 +442,8 @@ class BuildContext:
                     _check_spaces(rid, worker_set_params[rid])
         # A buffer that can never fill is refused now, not after the workers started.
         check_replay_memory(compiled, params, envs=envs)
+        # Offline datasets: footers read and checked against their readers' envs now.
+        datasets = _check_datasets(compiled, params, worker_set_params, envs)
         # Bound the worker count by the CPUs Ray will have: before Ray starts when it is
         # started here; a cluster's CPUs are only known once joined.
         if _ray_is_up():
@@ -379,7 +457,7 @@ class BuildContext:
                 check_replay_actor_memory(
                     compiled, params, available, envs=envs, where="this machine has available"
                 )
-        return Preflight(seed, worker_set_params, params, multi, envs)
+        return Preflight(seed, worker_set_params, params, multi, envs, datasets)
 
     @classmethod
     def create(
@@ -391,10 +469,12 @@ class BuildContext:
         seed: int,
         address: str | None = None,
         run_state: RunState | None = None,
+        record_dir: str | None = None,
     ) -> BuildContext:
         """Start the plan's worker sets and create its replay buffers (``env``, an env id
         or a creator callable, and ``num_workers`` override every ``WorkerSet``);
-        ``run_state`` defaults to a fresh ``RunState.for_plan(compiled)``.
+        ``run_state`` defaults to a fresh ``RunState.for_plan(compiled)``; ``record_dir``
+        (``plangraph run --record``): every rollout source's batches are recorded there.
 
         Raises:
             BuildError: the seed is not an integer in [0, 2**63 - 1], an override is
@@ -414,7 +494,7 @@ class BuildContext:
             compiled, env=env, num_workers=num_workers, seed=seed, address=address
         )
         seed, worker_set_params, params = checked.seed, checked.worker_sets, checked.params
-        multi, envs = checked.multi_agent, checked.envs
+        multi, envs, datasets = checked.multi_agent, checked.envs, checked.datasets
         ensure_ray(address)
         if address:
             _check_worker_counts(params, cluster_cpus(), f"the cluster at {address}")
@@ -465,8 +545,8 @@ class BuildContext:
                     name=rid,
                     shard_memory=shard_memory.get(rid),
                 )
-            elif res.kind == "LearnerThread":
-                pass  # built below, once the worker set it trains exists
+            elif res.kind in ("LearnerThread", "OfflineData"):
+                pass  # a learner thread: built below; a dataset: read by its readers
             else:
                 raise NotImplementedError(
                     f"resource {rid!r}: no runtime implementation for kind {res.kind!r}"
@@ -480,6 +560,8 @@ class BuildContext:
             policy_locks={rid: threading.RLock() for rid in worker_sets},
             resource_params=params,
             replay_actors=shard_sets,
+            datasets=datasets,
+            record_dir=record_dir,
         )
         for rid, res in sorted(compiled.resources.items()):
             if res.kind == "LearnerThread":
@@ -693,6 +775,13 @@ class BuildContext:
                 actor is released).
         """
         late: list[WaitTimeoutError] = []
+        closers, self.closers = self.closers, []
+        failed: list[BaseException] = []
+        for close in closers:
+            try:
+                close()
+            except Exception as exc:  # every resource is still released below
+                failed.append(exc)
         for thread in self.learners.values():
             try:
                 thread.stop()
@@ -702,5 +791,7 @@ class BuildContext:
             ws.stop()
         for shards in self.replay_actors.values():
             shards.stop()
+        if failed:
+            raise failed[0]
         if late:
             raise late[0]

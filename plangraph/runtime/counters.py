@@ -12,6 +12,10 @@ replay actors (Ape-X): ``num_env_steps_stored`` (StoreToReplay: rows sent to the
 error went back, was applied, or found its slot overwritten), ``num_replay_shard_restarts``
 (dead shards replaced; absent until one is).
 
+Offline data: ``num_env_steps_read`` (ReadExperiences: rows read from a dataset),
+``num_dataset_epochs`` (complete passes over it), ``num_env_steps_recorded``
+(WriteExperiences and ``--record``: rows written; ``plangraph.runtime.recording``).
+
 Multi-agent plans add ``num_agent_steps_sampled`` and ``num_agent_steps_trained`` (one per
 agent per env step it acted in) and, per policy id, ``num_agent_steps_sampled/<id>`` and
 ``num_agent_steps_trained/<id>`` (:func:`policy_counter`): each policy's schedules
@@ -35,6 +39,8 @@ PRIORITIES_SENT: Final = "num_priorities_sent"
 PRIORITIES_APPLIED: Final = "num_priorities_applied"
 PRIORITIES_STALE: Final = "num_priorities_stale"
 SHARD_RESTARTS: Final = "num_replay_shard_restarts"
+READ: Final = "num_env_steps_read"
+DATASET_EPOCHS: Final = "num_dataset_epochs"
 AGENT_SAMPLED: Final = "num_agent_steps_sampled"
 AGENT_TRAINED: Final = "num_agent_steps_trained"
 

@@ -108,7 +108,7 @@ def progress_columns(*, evaluating: bool) -> list[Any]:
         TextColumn("[bold]iter {task.fields[iteration]}"),
         BarColumn(),
         TextColumn("{task.percentage:>3.0f}%"),
-        TextColumn("env steps {task.fields[steps]}"),
+        TextColumn("{task.fields[steps]}"),
         TextColumn("return {task.fields[ret]}"),
     ]
     if evaluating:
@@ -225,7 +225,14 @@ def _train_until(
                 soft_wrap=True,
             )
         task = progress.add_task(
-            "train", total=1000, iteration=0, steps="0", ret="-", eval="-", sps="-", eta="-"
+            "train",
+            total=1000,
+            iteration=0,
+            steps="env steps 0",
+            ret="-",
+            eval="-",
+            sps="-",
+            eta="-",
         )
         loop = TrainingLoop(
             algo.train,
@@ -280,9 +287,9 @@ def _show(progress: Any, task: Any, stop: StopCriteria, result: Result, elapsed_
         task,
         completed=int(frac * 1000),
         iteration=result.get("iteration", 0),
-        steps=_fmt(result.get("num_env_steps_sampled")),
+        steps=_steps_text(result, short=True),
         ret=_return_text(result),
-        sps=_fmt(result.get("env_steps_per_s")),
+        sps=_fmt(result.get("env_steps_per_s")) if not _offline(result) else "-",
         eta=eta,
     )
     evaluation = result.get("evaluation")
@@ -297,10 +304,27 @@ def _progress_line(result: Result) -> str:
         f", eval return {_fmt(evaluation.get('episode_return_mean'), '.1f')}" if evaluation else ""
     )
     return (
-        f"iter {result.get('iteration')}: "
-        f"env steps {_fmt(result.get('num_env_steps_sampled'))}, "
+        f"iter {result.get('iteration')}: {_steps_text(result)}, "
         f"return {_return_text(result)}{greedy}"
     )
+
+
+def _offline(result: Mapping[str, Any]) -> bool:
+    """Whether the run trains on a dataset without sampling (``ReadExperiences``)."""
+    counters = result.get("counters") or {}
+    return bool(counters.get("num_env_steps_read")) and not result.get("num_env_steps_sampled")
+
+
+def _steps_text(result: Mapping[str, Any], *, short: bool = False) -> str:
+    """``env steps N`` sampled; for an offline run, ``rows read N (epoch E)`` instead
+    (E: the dataset pass under way, 1-based; ``short``: ``rows N (epoch E)``, for the
+    progress bar's 80 columns)."""
+    if not _offline(result):
+        return f"env steps {_fmt(result.get('num_env_steps_sampled'))}"
+    counters = result.get("counters") or {}
+    epoch = int(counters.get("num_dataset_epochs", 0)) + 1
+    label = "rows" if short else "rows read"
+    return f"{label} {_fmt(counters.get('num_env_steps_read'))} (epoch {epoch})"
 
 
 def _return_text(result: Result) -> str:
@@ -318,6 +342,8 @@ SUMMARY_ROWS: tuple[tuple[str, str, str], ...] = (
     ("iterations", "iteration", ",.0f"),
     ("env steps sampled", "num_env_steps_sampled", ",.0f"),
     ("env steps trained", "num_env_steps_trained", ",.0f"),
+    ("rows read (offline)", "counters/num_env_steps_read", ",.0f"),
+    ("dataset epochs (offline)", "counters/num_dataset_epochs", ",.0f"),
     ("episodes", "episodes_total", ",.0f"),
     ("episode return mean (last 100)", "episode_return_mean", ".2f"),
     ("episode length mean", "episode_len_mean", ".1f"),
@@ -339,5 +365,9 @@ def summary_table(summary: RunSummary) -> Any:
     table.add_column("metric", style="bold")
     table.add_column("value", justify="right")
     for name, key, spec in SUMMARY_ROWS:
+        if name.endswith("(offline)") and not _offline(r):
+            continue
+        if _offline(r) and key in ("num_env_steps_sampled", "env_steps_per_s_total"):
+            continue  # an offline run samples nothing
         table.add_row(name, _fmt(lookup(r, key), spec))
     return table

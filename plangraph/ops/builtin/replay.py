@@ -13,7 +13,14 @@ from typing import Literal
 
 from pydantic import Field
 
-from plangraph.ops.builtin._shared import PolicyIds, ResourceRef, policies_field, same_as_input
+from plangraph.ops.builtin._shared import (
+    WORKERS_READ,
+    PolicyIds,
+    ResourceRef,
+    policies_field,
+    same_as_input,
+    workers_field,
+)
 from plangraph.ops.declare import register_op
 from plangraph.ops.registry import OpParams
 from plangraph.ops.sizes import MAX_BATCH, MAX_IN_FLIGHT
@@ -27,6 +34,8 @@ __all__ = [
     "StoreToReplayParams",
     "UpdatePriorities",
     "UpdatePrioritiesParams",
+    "WriteExperiences",
+    "WriteExperiencesParams",
 ]
 
 
@@ -158,5 +167,44 @@ UpdatePriorities = register_op(
     output="TrainInfo",
     params=UpdatePrioritiesParams,
     resources={"buffer": ("ReplayActors", "write")},
+    builtin=True,
+)
+
+
+class WriteExperiencesParams(OpParams):
+    """Record each batch's rows to a dataset folder and pass the batch through unchanged.
+
+    Writes the rows in plangraph's open offline schema (``plangraph.rl.offline``; user
+    page ``docs/offline.md``): ``obs, actions, rewards, terminateds, truncateds, eps_id,
+    t``, the behaviour policy's ``action_logp`` and ``next_obs`` where the batch has them,
+    ``agent_index`` and ``policy_id`` for a ``MultiAgentBatch``. Parquet files of at most
+    about ``max_file_mb`` MiB of rows (before compression) are written by a background
+    thread, each complete before it appears under its name; ``metadata.json`` records the
+    env id and spaces, the plan, the run seed and the plangraph version. The last rows are
+    written when the run stops. Adds the rows recorded to counter
+    ``num_env_steps_recorded`` (agent steps for a multi-agent batch). ``plangraph run
+    --record DIR`` adds one after every rollout source instead.
+    """
+
+    path: str = Field(
+        min_length=1,
+        description="Dataset folder to write (created; a local path or a URI pyarrow writes).",
+    )
+    format: Literal["parquet"] = Field("parquet", description="File format (Parquet only).")
+    max_file_mb: float = Field(
+        64.0, gt=0.0, le=4096.0, description="Rows per file, at most (MiB, before compression)."
+    )
+    workers: ResourceRef = workers_field()
+
+
+WriteExperiences = register_op(
+    "WriteExperiences",
+    category="replay",
+    apply="for_each",
+    inputs=["SampleBatch | MultiAgentBatch"],
+    output="SampleBatch",
+    infer_output=same_as_input,
+    params=WriteExperiencesParams,
+    resources=WORKERS_READ,
     builtin=True,
 )

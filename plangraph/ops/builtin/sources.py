@@ -15,7 +15,14 @@ from plangraph.ops.declare import register_op
 from plangraph.ops.registry import OpParams
 from plangraph.ops.sizes import MAX_IN_FLIGHT
 
-__all__ = ["AsyncGradients", "AsyncGradientsParams", "ParallelRollouts", "ParallelRolloutsParams"]
+__all__ = [
+    "AsyncGradients",
+    "AsyncGradientsParams",
+    "ParallelRollouts",
+    "ParallelRolloutsParams",
+    "ReadExperiences",
+    "ReadExperiencesParams",
+]
 
 
 class ParallelRolloutsParams(OpParams):
@@ -84,5 +91,39 @@ AsyncGradients = register_op(
     params=AsyncGradientsParams,
     resources=WORKERS_READ,
     placement="actors",
+    builtin=True,
+)
+
+
+class ReadExperiencesParams(OpParams):
+    """Batches of recorded experience, streamed from an ``OfflineData`` resource.
+
+    Reads the dataset through Ray Data (``ray.data.read_parquet``) epoch after epoch,
+    without end: the file order is shuffled each epoch and the rows go through a shuffle
+    buffer of the resource's ``shuffle_buffer_size`` rows; with ``num_readers > 1`` the
+    dataset is split over that many reader actors (``streaming_split``) and their batches
+    are taken as they come. The driver never holds more than a few batches. Each item is
+    a ``SampleBatch`` of ``batch_size`` rows (the last of an epoch may be smaller) with the
+    recorded columns, plus ``returns`` (float32 ``[B]``, discounted return to go with the
+    learner's ``gamma``) when the learner of ``workers`` reads it (MARWIL). Adds rows to
+    counter ``num_env_steps_read`` and completed passes over the dataset to
+    ``num_dataset_epochs``; ``TrainOneStep`` then counts ``num_env_steps_trained``.
+    The dataset's columns are checked against the env of ``workers`` before any actor
+    starts; a batch with a NaN or infinite reward or observation stops the run naming
+    the column.
+    """
+
+    dataset: ResourceRef = Field("@offline", description='The OfflineData resource to read, "@id".')
+    workers: ResourceRef = workers_field()
+    batch_size: int = Field(ge=1, description="Rows (env steps) per batch.")
+
+
+ReadExperiences = register_op(
+    "ReadExperiences",
+    category="source",
+    apply="source",
+    output="SampleBatch",
+    params=ReadExperiencesParams,
+    resources={"dataset": ("OfflineData", "read"), **WORKERS_READ},
     builtin=True,
 )

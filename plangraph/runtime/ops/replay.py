@@ -374,3 +374,17 @@ def _update_priorities(node: Any, ctx: BuildContext) -> Callable[[Any], Any]:
         return info
 
     return update
+
+
+@register_map("WriteExperiences")
+def _write_experiences(node: Any, ctx: BuildContext) -> Callable[[Any], Any]:
+    from plangraph.runtime.recording import experience_recorder
+
+    p = node.params
+    return experience_recorder(
+        ctx,
+        path=p.path,
+        workers=p.workers,
+        max_file_bytes=int(p.max_file_mb * 2**20),
+        prefix=node.id,
+    )

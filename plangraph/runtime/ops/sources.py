@@ -15,7 +15,13 @@ from plangraph.flow.local import LocalIterator
 from plangraph.flow.metrics import get_metrics
 from plangraph.flow.parallel import ParallelIterator
 from plangraph.runtime.build_context import BuildContext
-from plangraph.runtime.counters import AGENT_SAMPLED, RESTARTS, policy_counter
+from plangraph.runtime.counters import (
+    AGENT_SAMPLED,
+    DATASET_EPOCHS,
+    READ,
+    RESTARTS,
+    policy_counter,
+)
 from plangraph.runtime.implementations import register_lowering
 from plangraph.runtime.items import GradInfo
 
@@ -80,7 +86,21 @@ def _parallel_rollouts(node: Any, inputs: list[Any], ctx: BuildContext) -> Local
             counters[policy_counter(AGENT_SAMPLED, pid)] += b.count
             ctx.run_state.policy_window(pid).add(b.episode_returns, b.episode_lengths)
 
-    return stream.for_each(Record(), name=node.id)
+    stream = stream.for_each(Record(), name=node.id)
+    if ctx.record_dir is not None:  # plangraph run --record DIR
+        from plangraph.runtime.recording import experience_recorder
+
+        stream = stream.for_each(
+            experience_recorder(
+                ctx,
+                path=ctx.record_dir,
+                workers=p.workers,
+                max_file_bytes=64 * 2**20,
+                prefix=node.id,
+            ),
+            name=node.id,
+        )
+    return stream
 
 
 @register_lowering("AsyncGradients")
@@ -122,3 +142,44 @@ def _async_gradients(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIt
         )
 
     return stream.for_each(record, name=node.id)
+
+
+@register_lowering("ReadExperiences")
+def _read_experiences(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIterator[Any]:
+    from plangraph.rl import SampleBatch
+    from plangraph.rl.offline import OfflineDataset
+    from plangraph.runtime.build_context import resource_id
+
+    p = node.params
+    rid = resource_id(p.dataset)
+    params: Any = ctx.resource_params[rid]  # OfflineDataParams
+    policy = ctx.worker_set(p.workers).local_policy
+    reads_returns = "returns" in getattr(policy, "loss_columns", ())
+    dataset = OfflineDataset(
+        ctx.datasets[rid],
+        shuffle_buffer_size=params.shuffle_buffer_size,
+        num_readers=params.num_readers,
+        seed=ctx.seed,
+        read_concurrency=params.read_concurrency,
+        returns_gamma=float(policy.config.gamma) if reads_returns else None,
+    )
+    # A restored run goes on with the epoch after those already read.
+    stream = dataset.batches(
+        p.batch_size, start_epoch=lambda: int(ctx.run_state.counters[DATASET_EPOCHS])
+    )
+
+    def record(columns: Any) -> Any:
+        counters = get_metrics().counters
+        if columns is None:  # the end of an epoch
+            counters[DATASET_EPOCHS] += 1
+            return None
+        batch = SampleBatch(columns)
+        counters[READ] += batch.count
+        return batch
+
+    ctx.closers.append(dataset.stop)
+    return (
+        LocalIterator.from_iterable(lambda: stream, name=node.id)
+        .for_each(record, name=node.id)
+        .filter(lambda item: item is not None, name=node.id)
+    )
