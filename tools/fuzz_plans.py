@@ -26,9 +26,10 @@ For every mutant :func:`check` asserts the compiler's promises:
   (``Plan.from_json(plan.to_json()) == plan``), and carries no non-finite number.
 
 ``--cli N`` also runs N mutants (of the same seeded stream, written to files) through
-``python -m plangraph validate FILE`` in a child process: it must exit 0 or 1 without a
-traceback within ``time_limit`` seconds of the child's CPU time, and every ``file:line:col``
-it prints must lie inside the file.
+``python -m plangraph validate FILE`` in a child process: it must exit 0 or 1 (or 2 with
+its usage message, for a ``--set`` value no plan can hold) without a traceback within
+``time_limit`` seconds of the child's CPU time, and every ``file:line:col`` it prints must
+lie inside the file.
 
 Usage::
 
@@ -540,7 +541,10 @@ def check_cli(
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     fails = []
     stderr = done.stderr.decode("utf-8", "replace")
-    if done.returncode not in (0, 1) or "Traceback" in stderr:
+    # 0 clean, 1 diagnostics, 2 a usage error the command explains (a --set value no plan
+    # can hold); anything else, or a traceback, is a crash.
+    usage = done.returncode == 2 and "plangraph validate: error:" in stderr
+    if (done.returncode not in (0, 1) and not usage) or "Traceback" in stderr:
         fails.append(Failure("cli: crash", f"exit {done.returncode}: {stderr[-200:]!r}"))
     if cpu > time_limit:
         fails.append(Failure("cli: hang", f"{cpu:.1f} s of CPU (over {time_limit:g} s)"))
