@@ -75,10 +75,34 @@ def test_the_mutator_reaches_the_bounds() -> None:
     fuzz = _fuzz_module()
     seen: dict[str, int] = {}
     for m in fuzz.mutants(400, seed=0):
-        for code in set(_codes(plangraph.analyze(m))) or {"clean"}:
+        plan, config = (m.plan, m.config) if isinstance(m, fuzz.WithConfig) else (m, None)
+        for code in set(_codes(plangraph.analyze(plan, config))) or {"clean"}:
             seen[code] = seen.get(code, 0) + 1
     for code in ("PG100", "PG102", "PG105", "PG118", "PG140", "clean"):
         assert seen.get(code, 0) > 0, seen
+
+
+def test_a_few_mutants_through_the_cli() -> None:
+    """``plangraph validate`` in a child process: exit 0 or 1, no traceback, every
+    printed ``file:line:col`` inside the file (the full run: ``--cli 300``)."""
+    fuzz = _fuzz_module()
+    failures, examples = fuzz.run_cli(6, seed=0, time_limit=30.0)
+    assert not failures, "\n".join(f"{n} x {k}: {examples[k]}" for k, n in failures.items())
+
+
+def test_the_size_and_nesting_mutants_are_refused() -> None:
+    """Size mutants (2**63 - 1, negative, floats) and nested config overrides give
+    diagnostics, and a location is checked against the text it points into."""
+    fuzz = _fuzz_module()
+    kinds = {type(m).__name__ for m in fuzz.mutants(200, seed=0)}
+    assert "WithConfig" in kinds
+    rng = fuzz.random.Random(0)
+    sized = fuzz.mutate_sizes(_seed(), rng)
+    assert sized != _seed()
+    where = fuzz.Location
+    assert fuzz.outside_text("ab\ncd", where(None, 2, 3)) is None
+    assert fuzz.outside_text("ab\ncd", where(None, 3, 1)) == "line 3 of a 2-line text"
+    assert fuzz.outside_text("ab\ncd", where(None, 1, 4)) == "1:4, a line of 2 characters"
 
 
 # -- bounds: each a located diagnostic ------------------------------------------------
