@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import pickle
 import subprocess
 import sys
@@ -111,7 +112,10 @@ def test_rl_package_lazy_exports_resolve() -> None:
         if name == "Stats":  # a type alias: dict[str, Any]
             assert rl.Stats == dict[str, typing.Any]
             continue
-        assert getattr(rl, name).__name__ == name
+        value = getattr(rl, name)
+        assert value is getattr(importlib.import_module(rl._EXPORTS[name]), name)
+        if not name.isupper():  # constants (TRANSITION_LOSS_COLUMNS) have no __name__
+            assert value.__name__ == name
 
 
 def test_concat_of_row_less_batches_keeps_episode_stats() -> None:
