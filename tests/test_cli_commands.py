@@ -47,7 +47,7 @@ def test_ops_describes_one_operator(capsys: pytest.CaptureFixture[str]) -> None:
         "ConcatBatches  [combine]  MultiAgentBatch | SampleBatch -> SampleBatch\n"
     )
     assert "  python: stream.combine(ConcatBatches(...))\n" in out
-    assert "    min_batch_size: int (required, >= 1)\n" in out
+    assert "    min_batch_size: int (required, >= 1, <= 100000000)\n" in out
     assert "        Env steps (or agent steps) per emitted batch (at least).\n" in out
     rc, out, _ = _run(capsys, "ops", "UpdateTarget", "--format", "json")
     data = json.loads(out)
@@ -59,7 +59,7 @@ def test_ops_describes_a_resource_kind(capsys: pytest.CaptureFixture[str]) -> No
     rc, out, _ = _run(capsys, "ops", "LearnerThread")
     assert rc == 0
     assert out.startswith('LearnerThread  [resource, declared once and referenced as "@id"]\n')
-    assert "    inqueue_size: int (default 16, >= 1)\n" in out
+    assert "    inqueue_size: int (default 16, >= 1, <= 1000000)\n" in out
     assert "        Train batches waiting for the learner, at most (back-pressure).\n" in out
     rc, out, _ = _run(capsys, "ops", "ReplayBuffer", "--format", "json")
     data = json.loads(out)
