@@ -15,8 +15,9 @@ the end, and a trial that Tune restarts restores from its latest one.
 ``tuner(...)`` assembles the ``ray.tune.Tuner`` that ``plangraph tune`` runs: a grid
 (``tune.grid_search``) over the given values and seeds, ``num_samples`` repeats, one
 placement group of ``cpus_per_trial`` CPUs per trial. Tune's own CSV/JSON/TensorBoard
-loggers are switched off (``TUNE_DISABLE_AUTO_CALLBACK_LOGGERS``) because the trainable
-writes those files itself, with plangraph's names.
+loggers are switched off (``TUNE_DISABLE_AUTO_CALLBACK_LOGGERS``, set by ``trainable``, so
+also for a ``Tuner`` of the user's own) because the trainable writes those files itself,
+with plangraph's names: both would append to one ``progress.csv``.
 
 Needs the optional extra ``plangraph[tune]`` (``ray[tune]``).
 """
@@ -90,11 +91,15 @@ def trainable(
 
     Returns:
         ``train_plan(trial_config: dict) -> None``, for ``ray.tune.Tuner`` (or
-        ``tune.with_resources``).
+        ``tune.with_resources``). Sets ``TUNE_DISABLE_AUTO_CALLBACK_LOGGERS=1`` in this
+        process (unless set already): Tune's default loggers would append their rows to
+        the trial's ``progress.csv`` and write its TensorBoard events a second time.
 
     Raises (inside the trial): ``PlanValidationError`` for a plan with errors under the
     trial's config, ``StopCriterionError`` for an unknown ``stop`` key.
     """
+    # Read by Tune when a Tuner's fit() starts, in this (the driver's) process.
+    os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
     source = _plan_source(plan)
     base = dict(config or {})
     thresholds = dict(stop or {})
@@ -297,7 +302,6 @@ def tuner(
     """The ``ray.tune.Tuner`` of a grid sweep over ``plan`` (see the module docstring);
     ``.fit()`` runs it and returns Tune's ``ResultGrid``. Trial directories are
     ``storage_path/name/<trial_dirname>``."""
-    os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
     from ray import tune
 
     fn = trainable(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -83,11 +84,14 @@ def test_tune_usage_errors(tmp_path: Path) -> None:
     assert none.returncode == 2 and "nothing to sweep" in none.stderr
 
 
-def test_trainable_is_a_tune_function_trainable() -> None:
+def test_trainable_is_a_tune_function_trainable(monkeypatch: pytest.MonkeyPatch) -> None:
     from plangraph.tune import grid_space, trainable
 
+    monkeypatch.delenv("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", raising=False)
     fn = trainable(ROOT / "plans" / "a2c.json", max_iterations=1)
     assert callable(fn) and fn.__name__ == "train_plan"
+    # A Tuner of the user's own gets no second writer of the trial's progress.csv.
+    assert os.environ["TUNE_DISABLE_AUTO_CALLBACK_LOGGERS"] == "1"
     space = grid_space({"lr": [0.1, 0.2]}, seeds=[0, 1])
     assert space["lr"] == {"grid_search": [0.1, 0.2]}
     assert space["seed"] == {"grid_search": [0, 1]}
