@@ -7,8 +7,11 @@
 * The README is at most 250 lines and its links resolve; so do the site's relative links.
 * Every code block on the site is run, parsed, or marked illustrative
   (``tests/docs_pages.py`` says how): the marked examples of this module's pages run here
-  (``docs/extending.md``'s in ``test_docs_extending.py``); every ``plangraph`` command line
-  in a ``bash`` block, or after a ``$`` prompt in an output block, parses with the CLI's own
+  (``docs/extending.md``'s in ``test_docs_extending.py``), each in a temporary directory
+  that holds the checkout's ``plans/`` (users run them in a checkout), on the session's
+  Ray where they train, with small budgets (a page's command that trains to a stop
+  criterion runs here from Python, for 2 iterations); every ``plangraph`` command line in
+  a ``bash`` block, or after a ``$`` prompt in an output block, parses with the CLI's own
   parser, and the ``validate`` ones run; an option the running text gives a command is one
   of that command's.
 * ``mkdocs build --strict`` passes and the built site has its search index (skipped where the
@@ -22,11 +25,13 @@ import contextlib
 import io
 import json
 import re
+import runpy
 import shlex
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tests.docs_pages import (
@@ -262,6 +267,46 @@ def test_the_authoring_example_is_one_plan_in_python_and_json(tmp_path: Path) ->
     assert json.loads(from_py.plan.to_json()) == json.loads(from_json.plan.to_json())
     # The README shows the same Python plan.
     assert examples()["readme_plan"]["plan.py"] == files["a2c_plan.py"]
+
+
+def write_example(name: str, directory: Path) -> dict[str, Path]:
+    """The files of example ``name`` written into ``directory``, by file name."""
+    paths = {}
+    for file, source in examples()[name].items():
+        paths[file] = directory / file
+        paths[file].write_text(source, encoding="utf-8")
+    return paths
+
+
+@pytest.fixture
+def in_checkout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """``tmp_path``, the current directory, with the checkout's ``plans/`` in it: the
+    examples name plans by their path in a checkout, and write where they run."""
+    (tmp_path / "plans").symlink_to(ROOT / "plans", target_is_directory=True)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_the_python_api_example_trains_saves_restores_and_evaluates(
+    in_checkout: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert example_page("python_api") == DOCS / "guide" / "authoring.md"
+    files = write_example("python_api", in_checkout)
+    ns = runpy.run_path(str(files["train.py"]), run_name="__main__")
+    lines = capsys.readouterr().out.splitlines()
+    assert "plan 'ppo': 4 nodes, 1 resource, output 'metrics' (Result)" in lines  # explain()
+    # algo.run stopped at max_iterations=3 (a return of 475 is far): 3 batches of 2048
+    assert "6144" in lines
+    assert (in_checkout / "ckpt" / "algorithm.json").exists()
+    result = ns["result"]  # the restored run's next iteration
+    assert result["iteration"] == 4 and result["num_env_steps_sampled"] == 4 * 2048
+    assert result["evaluation"]["episode_len_mean"] <= 200  # make_env's time limit
+    actions = ns["actions"]
+    assert actions.shape == (3,) and actions.dtype == np.int64
+    # the checkpoint's policy (iteration 3's weights), without Ray
+    (last,) = [x for x in lines if re.match(r"\[[01] [01] [01]\] \{'episode_return_mean'", x)]
+    assert "'episodes': 10" in last
 
 
 def test_mkdocs_builds_the_site_strictly_with_search(tmp_path: Path) -> None:
