@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import csv
 import io
 import json
 import re
@@ -307,6 +308,37 @@ def test_the_python_api_example_trains_saves_restores_and_evaluates(
     # the checkpoint's policy (iteration 3's weights), without Ray
     (last,) = [x for x in lines if re.match(r"\[[01] [01] [01]\] \{'episode_return_mean'", x)]
     assert "'episodes': 10" in last
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_the_tune_example_sweeps_two_learning_rates_into_run_directories(
+    in_checkout: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("ray.tune", reason="the example needs the [tune] extra (ray[tune])")
+    assert example_page("tune_sweep") == DOCS / "guide" / "loggers.md"
+    # As in a fresh process: unset (restored afterwards); trainable() sets it.
+    monkeypatch.setenv("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "")
+    monkeypatch.delenv("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS")
+    files = write_example("tune_sweep", in_checkout)
+    ns = runpy.run_path(str(files["sweep.py"]), run_name="__main__")
+    assert ns["results"].errors == [] and len(ns["results"]) == 2
+    trials = sorted(p for p in (in_checkout / "runs" / "lr-sweep").iterdir() if p.is_dir())
+    assert len(trials) == 2
+    rates = set()
+    for trial in trials:  # each a run directory, as plangraph run writes one
+        overrides = json.loads((trial / "run.json").read_text(encoding="utf-8"))["overrides"]
+        assert overrides["num_workers"] == 1 and overrides["train_batch_size"] == 512
+        rates.add(overrides["lr"])
+        results = [json.loads(x) for x in (trial / "result.jsonl").read_text().splitlines()]
+        assert [r["iteration"] for r in results] == [1, 2]
+        assert [r["num_env_steps_sampled"] for r in results] == [512, 1024]
+        with (trial / "progress.csv").open(encoding="utf-8", newline="") as f:
+            rows = list(csv.DictReader(f))
+        # one writer: no row of Tune's own logger appended under plangraph's header
+        assert [r["iteration"] for r in rows] == ["1", "2"]
+        assert all(None not in r and None not in r.values() for r in rows)
+        assert list(trial.glob("checkpoint_*/algorithm.json"))
+    assert rates == {1e-3, 3e-4}
 
 
 def test_mkdocs_builds_the_site_strictly_with_search(tmp_path: Path) -> None:
