@@ -30,7 +30,9 @@ import runpy
 import shlex
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -339,6 +341,48 @@ def test_the_tune_example_sweeps_two_learning_rates_into_run_directories(
         assert all(None not in r and None not in r.values() for r in rows)
         assert list(trial.glob("checkpoint_*/algorithm.json"))
     assert rates == {1e-3, 3e-4}
+
+
+@pytest.fixture
+def own_recurrent(in_checkout: Path) -> Iterator[dict[str, Any]]:
+    """``my_gru.py`` of the example, run (it registers ``my_gru``); unregistered after."""
+    from plangraph.ops.models import model_types, unregister_model
+
+    assert example_page("own_recurrent") == DOCS / "recurrent.md"
+    assert "my_gru" not in model_types()
+    files = write_example("own_recurrent", in_checkout)
+    try:
+        yield runpy.run_path(str(files["my_gru.py"]), run_name="my_gru")
+    finally:
+        if "my_gru" in model_types():
+            unregister_model("my_gru")
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_the_own_recurrent_example_trains_the_users_gru_in_ppo_lstm(
+    own_recurrent: dict[str, Any],
+) -> None:
+    import plangraph
+
+    # What the page's command runs (plangraph run plans/ppo_lstm.json --import my_gru.py
+    # --set 'model={"type": "my_gru"}'), from Python as the page says, for 2 iterations
+    # of one SGD epoch each (the plan's 6 would only make the test longer).
+    config = {"model": {"type": "my_gru"}, "num_sgd_iter": 1}
+    compiled = plangraph.compile("plans/ppo_lstm.json", config=config)
+    with plangraph.build(compiled, seed=0) as algo:
+        assert len(algo.ctx.worker_sets["workers"].remote_workers) == 2
+        policy = algo.policy
+        assert isinstance(policy.model.pi_encoder, own_recurrent["MyGRU"])
+        assert policy.is_recurrent and policy.max_seq_len == 10  # GRUSettings' defaults
+        assert sorted(policy.initial_state(2)) == ["state_in_h"]
+        before = policy.get_weights()
+        results = [algo.train() for _ in range(2)]
+        after = policy.get_weights()
+        evaluation = algo.evaluate(2)
+    assert [r["num_env_steps_trained"] for r in results] == [1024, 2048]
+    assert np.isfinite(results[-1]["learner"]["total_loss"])
+    assert any(not np.array_equal(before[k], after[k]) for k in before)
+    assert evaluation["episode_len_mean"] >= 1
 
 
 def test_mkdocs_builds_the_site_strictly_with_search(tmp_path: Path) -> None:
