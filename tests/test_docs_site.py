@@ -385,6 +385,25 @@ def test_the_own_recurrent_example_trains_the_users_gru_in_ppo_lstm(
     assert evaluation["episode_len_mean"] >= 1
 
 
+@pytest.mark.usefixtures("ray_session")
+def test_the_record_plan_example_records_the_env_steps_it_trains_on(in_checkout: Path) -> None:
+    import plangraph
+    from plangraph.rl.offline import inspect_dataset
+
+    assert example_page("record_plan") == DOCS / "offline.md"
+    files = write_example("record_plan", in_checkout)
+    # What the page's `plangraph run ppo_record.py --max-iterations 2` runs.
+    with plangraph.build(plangraph.compile(files["ppo_record.py"]), seed=0) as algo:
+        results = [algo.train() for _ in range(2)]
+    assert [r["num_env_steps_trained"] for r in results] == [1024, 2048]
+    assert results[-1]["counters"]["num_env_steps_recorded"] == 2048
+    data = in_checkout / "datasets" / "run1"  # relative to where the run started
+    info = inspect_dataset(str(data))
+    assert info.num_rows == 2048 and info.files
+    meta = json.loads((data / "metadata.json").read_text(encoding="utf-8"))
+    assert meta["plan"]["name"] == "ppo_record" and meta["env"] == "CartPole-v1"
+
+
 def test_mkdocs_builds_the_site_strictly_with_search(tmp_path: Path) -> None:
     pytest.importorskip("mkdocs", reason="the docs extra is not installed")
     pytest.importorskip("mkdocstrings", reason="the docs extra is not installed")
