@@ -48,21 +48,21 @@ cfg = PlanConfig(
     num_workers=2,
     num_envs_per_worker=8,
     rollout_fragment_length=64,  # 2 x 8 x 64 = 1024 env steps per rollout round
-    train_batch_size=32,  # sequences per replayed train batch
-    train_steps_per_rollout=8,  # round-robin weight of the replay branch: updates per round
+    train_batch_size=16,  # sequences per replayed train batch
+    train_steps_per_rollout=32,  # round-robin weight of the replay branch: updates per round
     buffer_size=100_000,  # replay capacity, env steps
     learning_starts=5_000,  # env steps stored before replay starts
     prioritized_replay=True,
     prioritized_replay_alpha=0.9,
     prioritized_replay_beta=0.6,  # IS exponent, constant as in R2D2
-    target_network_update_freq=8_192,  # env steps sampled between target syncs (64 updates)
+    target_network_update_freq=2_048,  # env steps sampled between target syncs (64 updates)
     lr=1e-3,
     gamma=0.99,
     n_step=5,
     sequence_length=40,  # env steps per replayed sequence, burn-in included
     sequence_overlap=20,  # env steps adjacent sequences of an episode share
     burn_in=10,  # steps that only unroll the stored state
-    exploration_steps=20_000,  # env steps over which epsilon anneals 1.0 -> 0.02
+    exploration_steps=50_000,  # env steps over which epsilon anneals 1.0 -> 0.02
     model={
         "type": "lstm",
         "hiddens": [64],
