@@ -34,6 +34,8 @@ NAMES = (
     "ppo_lstm",
     "ppo_multiagent",
     "ppo_pendulum",
+    "r2d2",
+    "r2d2_apex",
     "sac_pendulum",
     "td3",
     "two_trainer",

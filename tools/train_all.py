@@ -69,6 +69,8 @@ BUDGETS: dict[str, int] = {
     "impala_pong": 10_000_000,
     "ppo_lstm": 1_000_000,
     "ppo_lstm_mlp": 1_000_000,
+    "r2d2": 500_000,
+    "r2d2_mlp": 500_000,
 }
 """Env steps (sampled) within which each plan must solve its task (the issues)."""
 
@@ -83,23 +85,35 @@ TASKS: dict[str, tuple[str, float]] = {
     "impala_pong": ("ALE/Pong-v5", 18.0),
     "ppo_lstm": ("StatelessCartPole", 400.0),
     "ppo_lstm_mlp": ("StatelessCartPole", 400.0),
+    "r2d2": ("StatelessCartPole", 300.0),
+    "r2d2_mlp": ("StatelessCartPole", 300.0),
 }
 """``(env, target episode_return_mean)`` of the plans not judged on CartPole-v1 (475); a
 multi-agent plan is judged on its worst policy (``judged_return``)."""
 DEFAULT_TASK = ("CartPole-v1", 475.0)
 
-NOT_BY_DEFAULT = ("ppo_halfcheetah", "impala_pong", "ppo_lstm", "ppo_lstm_mlp")
+NOT_BY_DEFAULT = (
+    "ppo_halfcheetah",
+    "impala_pong",
+    "ppo_lstm",
+    "ppo_lstm_mlp",
+    "r2d2",
+    "r2d2_mlp",
+)
 """Plans run only when named in ``--plans``: hours (HalfCheetah) to days (Pong) of
 training on a 2-core machine (their throughput: ``tools/bench_throughput.py``); they need
 the ``mujoco`` and ``atari`` extras. The StatelessCartPole pair (issue 31) trains up to
-1M env steps each, the MLP row always to the end (it cannot see the velocities)."""
+1M env steps each, the MLP row always to the end (it cannot see the velocities); R2D2's
+pair (``r2d2``, ``r2d2_mlp``) up to 500,000 env steps each, target 300."""
 
 VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "ppo_lstm_mlp": ("ppo_lstm", {"model": {"type": "mlp", "hiddens": [64, 64]}}),
+    "r2d2_mlp": ("r2d2", {"model": {"type": "mlp", "hiddens": [64, 64], "activation": "relu"}}),
 }
 """Rows that are another plan with config overrides: name -> (plan file, overrides).
 ``ppo_lstm_mlp`` is ``plans/ppo_lstm`` with an MLP instead of the LSTM, measured alongside
-it to show what memory buys on a partially observed task."""
+it to show what memory buys on a partially observed task; ``r2d2_mlp`` likewise for
+``plans/r2d2``."""
 
 DEFAULT_NUM_SEEDS = 10
 """Seeds ``0 .. DEFAULT_NUM_SEEDS - 1`` by default: a plan is judged on its spread over

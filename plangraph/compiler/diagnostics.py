@@ -208,6 +208,13 @@ CODES: dict[str, tuple[str, Severity, str]] = {
         "error",
         "A multi-agent worker set's env names no registered multi-agent env.",
     ),
+    "PG197": (
+        "replay-item-mismatch",
+        "error",
+        "A policy trained from a replay resource that keeps another item than it learns "
+        "from: R2D2 (replayed sequences with their stored state) from single transitions, "
+        "or a transition learner (dqn) from sequences.",
+    ),
     # the compiler itself
     "PG196": (
         "replay-larger-than-memory",

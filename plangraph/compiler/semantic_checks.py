@@ -318,7 +318,15 @@ def check_replay_use(ctx: Context) -> None:
                 f"{node.op}) without a replay buffer, or use a policy that learns from replay: "
                 f"{_algos_with('replay')}",
             )
-        elif readers and policy.model is not None and policy.model.recurrent:
+        elif readers and (wrong := _replay_item_mismatches(ctx, readers, policy.replay_item)):
+            reader, buf = wrong[0]
+            _report_item_mismatch(ctx, nid, node.op, rid, policy, reader, buf)
+        elif (
+            readers
+            and policy.model is not None
+            and policy.model.recurrent
+            and policy.replay_item != "sequence"
+        ):
             ctx.report(
                 "PG171",
                 f"{node.op} trains {_policy_text(rid, policy)} on batches replayed by "
@@ -328,7 +336,8 @@ def check_replay_use(ctx: Context) -> None:
                 node=nid,
                 pointer=f"/nodes/{nid}/inputs",
                 hint=f"feed {brief(nid)} fresh rollouts (ParallelRollouts -> ConcatBatches -> "
-                f'{node.op}), or give the policy a model without state ({{"type": "mlp"}})',
+                f'{node.op}), give the policy a model without state ({{"type": "mlp"}}), or '
+                f"use an algorithm that replays sequences: {_algos_replaying('sequence')}",
             )
         elif (
             not readers
@@ -350,6 +359,72 @@ def check_replay_use(ctx: Context) -> None:
                 'StoreToReplay(buffer="@replay") and LocalReplay(buffer="@replay") -> '
                 f'{node.op}, driven by one Concurrently(mode="round_robin")',
             )
+
+
+def _algos_replaying(item: str) -> str:
+    names = sorted(
+        n
+        for n, spec in algorithms().items()
+        if spec.config.replay_item == item and "replay" in spec.config.capabilities
+    )
+    return ", ".join(names) or "none"
+
+
+def _replay_item_mismatches(ctx: Context, readers: list[str], item: str) -> list[tuple[str, str]]:
+    """``(reader node, replay resource)`` of each replay reader upstream whose resource
+    keeps another ``item`` (transitions or sequences) than the policy learns from."""
+    out = []
+    for reader in readers:
+        for rid, res in sorted(ctx.plan.resources.items()):
+            if res.kind not in ("ReplayBuffer", "ReplayActors"):
+                continue
+            if reader not in ctx.readers.get(rid, []):
+                continue
+            params = ctx.res_params.get(rid)
+            have = getattr(params, "item", "transition")
+            if params is not None and have != item:
+                out.append((reader, rid))
+    return out
+
+
+def _report_item_mismatch(
+    ctx: Context,
+    nid: str,
+    op: str,
+    ws: str,
+    policy: AlgorithmConfig,
+    reader: str,
+    buf: str,
+) -> None:
+    """PG197: the policy learns from replayed sequences and the buffer keeps single
+    transitions, or the reverse."""
+    given = "item" in ctx.plan.resources[buf].params
+    pointer = f"/resources/{buf}/params" + ("/item" if given else "")
+    if policy.replay_item == "sequence":
+        model = policy.model
+        state = (
+            f"; its recurrent model ({model.type}) needs each sequence whole, from the state "
+            "stored at its start"
+            if model is not None and model.recurrent
+            else ""
+        )
+        message = (
+            f"{op} trains {_policy_text(ws, policy)} on batches replayed by {brief(reader)} "
+            f"from {brief(buf)}, which keeps single transitions (item 'transition'), but "
+            f"{policy.algo} learns from {policy.learns_from}{state}"
+        )
+        hint = f'give the replay resource {brief(buf)} "item": "sequence"'
+    else:
+        message = (
+            f"{op} trains {_policy_text(ws, policy)} on batches replayed by {brief(reader)} "
+            f"from {brief(buf)}, which replays whole sequences (item 'sequence'), but "
+            f"{policy.algo} learns from {policy.learns_from}"
+        )
+        hint = (
+            f'give {brief(buf)} "item": "transition" (the default), or use an algorithm '
+            f"that replays sequences: {_algos_replaying('sequence')}"
+        )
+    ctx.report("PG197", message, node=nid, pointer=pointer, hint=hint)
 
 
 def _merges_downstream(ctx: Context, nid: str) -> list[str]:

@@ -287,6 +287,10 @@ class AlgorithmConfig(BaseModel):
     #: through ``compute_actions_recurrent`` and trains on whole sequences; PG184 for
     #: an algorithm that does not)
     recurrent_models: ClassVar[bool] = False
+    #: what it learns from when replayed: ``"transition"`` (single rows) or ``"sequence"``
+    #: (whole sequences with their stored state: a replay resource of ``item``
+    #: ``"sequence"``, R2D2); a replay resource of the other item is refused (PG197)
+    replay_item: ClassVar[str] = "transition"
     #: observation spaces its models read (PG184): a ``Box`` of any dtype and shape
     observation_spaces: ClassVar[frozenset[str]] = frozenset({"Box"})
     #: the batches its loss is correct on (said when a plan feeds it others)

@@ -239,6 +239,16 @@ class ReplayBufferParams(BaseModel):
         100_000, ge=0, description="Env steps sampled from the buffer over which beta anneals."
     )
     eps: float = Field(1e-6, gt=0.0, description="Added to |TD error| to form a priority.")
+    item: Literal["transition", "sequence"] = Field(
+        "transition",
+        description=(
+            "What one sampled item is: a transition (one stored row), or a sequence (R2D2, "
+            "Kapturowski et al. 2019: the consecutive rows its writer's policy marked in "
+            "column seq_len, each starting from the recurrent state stored with its first "
+            "row; prioritized per sequence). Capacity and learning_starts stay in env steps; "
+            "a reader's batch_size counts sequences."
+        ),
+    )
 
 
 class ReplayActorsParams(ReplayBufferParams):
@@ -440,7 +450,7 @@ def _worker_set_notes(params: WorkerSetParams) -> list[str]:
         return []
     notes = params.policy.worker_set_notes(max(1, params.num_workers))
     model = params.policy.model
-    if model is not None and model.recurrent:
+    if model is not None and model.recurrent and params.policy.replay_item != "sequence":
         size = model.state_size()
         state = "" if size is None else f" ({size} float32 per sub-env, stored with every row)"
         notes.append(

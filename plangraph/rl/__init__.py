@@ -23,7 +23,8 @@ models carried to workers), ``distributions`` (action distributions),
 (MultiAgentCartPole, PettingZoo envs by name), ``multi_agent_batch`` (MultiAgentBatch),
 ``multi_agent_worker`` (MultiAgentRolloutWorker), ``multi_agent_worker_set``
 (MultiAgentWorkerSet),
-``replay_buffer`` (ReplayBuffer, PrioritizedReplayBuffer, make_replay_buffer).
+``replay_buffer`` (ReplayBuffer, PrioritizedReplayBuffer, SequenceReplayBuffer,
+make_replay_buffer).
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ _EXPORTS: dict[str, str] = {
     "ResumeWarning": "plangraph.rl.worker_set",
     "ReplayBuffer": "plangraph.rl.replay_buffer",
     "PrioritizedReplayBuffer": "plangraph.rl.replay_buffer",
+    "SequenceReplayBuffer": "plangraph.rl.replay_buffer",
     "make_replay_buffer": "plangraph.rl.replay_buffer",
     "SumTree": "plangraph.rl.sum_tree",
     "MultiAgentBatch": "plangraph.rl.multi_agent_batch",
@@ -82,6 +84,7 @@ __all__ = [
     "ResumeWarning",
     "RolloutWorker",
     "SampleBatch",
+    "SequenceReplayBuffer",
     "Stats",
     "SumTree",
     "TorchPolicy",
@@ -128,6 +131,7 @@ if TYPE_CHECKING:
     from plangraph.rl.replay_buffer import (
         PrioritizedReplayBuffer,
         ReplayBuffer,
+        SequenceReplayBuffer,
         make_replay_buffer,
     )
     from plangraph.rl.rollout_worker import RolloutWorker

@@ -56,7 +56,7 @@ import numpy as np
 from plangraph.errors import WaitTimeoutError
 from plangraph.flow import deadlines
 from plangraph.flow.errors import OperatorError, OperatorTimeoutError, RemoteCallError
-from plangraph.rl.replay_buffer import PrioritizedReplayBuffer, ReplayBuffer
+from plangraph.rl.replay_buffer import PrioritizedReplayBuffer, ReplayBuffer, SequenceReplayBuffer
 from plangraph.rl.restarts import RestartPolicy, describe_actor_death
 from plangraph.rl.sample_batch import SampleBatch
 
@@ -98,7 +98,8 @@ class ReplayShard:
         capacity: env steps this shard keeps (FIFO).
         learning_starts: env steps it must hold before ``replay`` returns batches.
         buffer: ``ReplayBuffer``/``PrioritizedReplayBuffer`` keyword arguments plus
-            ``prioritized`` (bool).
+            ``prioritized`` (bool) and ``item`` (``"sequence"``: a
+            ``SequenceReplayBuffer``).
         seed: seeds the sampling RNG.
         generation: how many actors of this shard died before (ids start at
             ``generation * GENERATION_STRIDE``).
@@ -118,8 +119,11 @@ class ReplayShard:
         self.generation = int(generation)
         self.offset = self.generation * GENERATION_STRIDE
         kwargs = dict(buffer)
-        if kwargs.pop("prioritized", False):
-            self.buffer: ReplayBuffer = PrioritizedReplayBuffer(capacity, seed=seed, **kwargs)
+        self.buffer: ReplayBuffer
+        if kwargs.pop("item", "transition") == "sequence":
+            self.buffer = SequenceReplayBuffer(capacity, seed=seed, **kwargs)
+        elif kwargs.pop("prioritized", False):
+            self.buffer = PrioritizedReplayBuffer(capacity, seed=seed, **kwargs)
         else:
             self.buffer = ReplayBuffer(capacity, seed=seed)
 
@@ -264,6 +268,8 @@ class ReplayActorSet:
 
         p = self.params
         buffer: dict[str, Any] = {"prioritized": p.prioritized}
+        if p.item == "sequence":
+            buffer["item"] = "sequence"
         if p.prioritized:
             buffer.update(
                 alpha=p.alpha,

@@ -15,6 +15,9 @@ row (FIFO). A batch larger than the capacity keeps only its last ``capacity`` ro
 ``update_priorities`` can tell whether a slot still holds the sampled row: priorities for
 rows overwritten since they were sampled are ignored.
 
+``SequenceReplayBuffer`` (R2D2) stores the same rows and samples whole sequences of
+them, prioritized per sequence.
+
 Prioritized replay follows Schaul et al. 2016 (proportional variant):
 
 * priority ``p_i = |td_error_i| + eps``; stored as ``p_i^alpha`` in a sum tree;
@@ -394,6 +397,139 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         self.max_priority = float(state["max_priority"])
 
 
+class SequenceReplayBuffer(PrioritizedReplayBuffer):
+    """Replay of sequences (R2D2, Kapturowski et al. 2019, sec. 3), stored as rows.
+
+    Storage, capacity (env steps), FIFO eviction and insertion ids are the row buffer's:
+    every row of a rollout batch is stored, with the recurrent state its worker had
+    before it (``state_in_*``). The batch's column ``seq_len`` (int32 ``[B]``, added by
+    the writer's postprocessing: ``plangraph.algorithms.r2d2.sequences``) marks the
+    sequences: at a sequence's first row its length in rows, 0 elsewhere; a sequence's
+    rows are consecutive in the batch (one sub-env's episode), so they are in
+    consecutive slots of the ring. Sequences may overlap.
+
+    The sum tree holds a priority at each sequence's first row and 0 at every other row
+    (the min tree ``+inf`` there), so sampling draws sequences: ``P(i) = p_i^alpha /
+    sum_k p_k^alpha`` over the stored sequences, importance weights as in
+    ``PrioritizedReplayBuffer`` with ``N`` and ``P_min`` over sequences. With
+    ``prioritized=False`` every sequence has priority 1 (uniform over sequences, no
+    ``weights`` column, ``update_priorities`` a no-op). A new sequence gets the largest
+    priority so far. A sequence is live while its first row is: FIFO evicts a sequence's
+    first row before its others.
+
+    ``sample(n)`` returns the ``n`` sequences' rows back to back, each in time order
+    (``sum(len_i)`` rows), with ``seq_len`` rewritten to mark exactly the sampled
+    sequences' first rows, ``batch_indexes`` (int64, each row: its sequence's first
+    row's insertion id) and ``weights`` (float32, each row: its sequence's IS weight).
+    ``update_priorities(batch_indexes, td_errors)`` takes one value per row, the same for
+    every row of a sequence (R2D2's ``eta * max + (1 - eta) * mean`` of its TD errors):
+    ``p = |value| + eps``.
+
+    Args: as ``PrioritizedReplayBuffer``, plus ``prioritized``.
+    """
+
+    def __init__(
+        self,
+        capacity: int,
+        alpha: float = 0.6,
+        beta: float = 0.4,
+        beta_final: float = 1.0,
+        beta_annealing_steps: int = 100_000,
+        eps: float = 1e-6,
+        seed: int | None = 0,
+        prioritized: bool = True,
+    ) -> None:
+        super().__init__(capacity, alpha, beta, beta_final, beta_annealing_steps, eps, seed)
+        self.prioritized = bool(prioritized)
+        self.num_sequences_sampled = 0
+
+    def add(self, batch: SampleBatch) -> np.ndarray:
+        """Append the batch's rows (FIFO); its ``seq_len`` column marks the sequences.
+
+        Raises:
+            ValueError: the batch has no ``seq_len`` column, or a sequence runs past the
+                batch's last row.
+        """
+        if batch.count and _SB.SEQ_LEN not in batch:
+            raise ValueError(
+                "a replay buffer of item 'sequence' stores batches whose column seq_len marks "
+                f"the sequences (R2D2's postprocessing); this batch has {sorted(batch.keys())}"
+            )
+        if batch.count:
+            lens = np.asarray(batch[_SB.SEQ_LEN])
+            if np.any(np.flatnonzero(lens) + lens[lens > 0] > batch.count):
+                raise ValueError("a sequence marked in seq_len runs past the batch's last row")
+        return super().add(batch)
+
+    def _on_write(self, slots: np.ndarray) -> None:
+        assert self._storage is not None
+        first = self._storage[_SB.SEQ_LEN][slots] > 0
+        p = self.max_priority if self.prioritized else 1.0
+        scaled = np.where(first, p**self.alpha, 0.0)
+        self._sum.set(slots, scaled)
+        self._min.set(slots, np.where(first, scaled, np.inf))
+
+    def sample(self, num_items: int) -> SampleBatch:
+        """``num_items`` sequences drawn with ``P(i)`` (with replacement), their rows back
+        to back; see the class docstring.
+
+        Raises:
+            ValueError: no sequence is stored, or ``num_items < 1``.
+        """
+        self._check_sample(num_items)
+        total = self._sum.total
+        if total <= 0.0:
+            raise ValueError("the replay buffer holds no sequence (no row with seq_len > 0)")
+        masses = self._rng.random(num_items) * total
+        slots = self._sum.find_prefix_sum(masses)
+        bad = (slots >= self._size) | (self._sum[np.minimum(slots, self._size - 1)] <= 0.0)
+        if bad.any():  # rounding at the top of the range: the last sequence
+            slots[bad] = np.flatnonzero(self._sum.leaves()[: self._size] > 0.0)[-1]
+        assert self._storage is not None
+        lens = self._storage[_SB.SEQ_LEN][slots].astype(np.int64)
+        rows = int(lens.sum())
+        first = np.cumsum(lens) - lens  # each sequence's first row in the output
+        step = np.arange(rows) - np.repeat(first, lens)
+        row_slots = (np.repeat(slots, lens) + step) % self.capacity
+        out = SampleBatch({k: v[row_slots] for k, v in self._storage.items()})
+        marks = np.zeros(rows, dtype=self._storage[_SB.SEQ_LEN].dtype)
+        marks[first] = lens
+        out[_SB.SEQ_LEN] = marks
+        out[_SB.BATCH_INDEXES] = np.repeat(self._ids[slots], lens)
+        if self.prioritized:
+            probs = self._sum[slots] / total
+            p_min = self._min.min / total
+            weights = np.power(probs / p_min, -self.beta).astype(np.float32)
+            out[_SB.WEIGHTS] = np.repeat(weights, lens)
+        self.num_sampled += rows
+        self.num_sequences_sampled += num_items
+        return out
+
+    def update_priorities(self, batch_indexes: np.ndarray, td_errors: np.ndarray) -> int:
+        """As ``PrioritizedReplayBuffer.update_priorities`` (per row; every row of a
+        sequence carries its first row's id and the sequence's value); uniform: none."""
+        if not self.prioritized:
+            return 0
+        return super().update_priorities(batch_indexes, td_errors)
+
+    def stats(self) -> dict[str, float]:
+        out = super().stats()
+        out["num_sequences_sampled"] = float(self.num_sequences_sampled)
+        return out
+
+    def get_state(self) -> dict[str, Any]:
+        state = super().get_state()
+        state["num_sequences_sampled"] = self.num_sequences_sampled
+        return state
+
+    def set_state(self, state: Mapping[str, Any]) -> None:
+        super().set_state(state)
+        leaves = np.asarray(state["priorities"], dtype=np.float64)[: self._size]
+        mins = np.where(leaves > 0.0, leaves, np.inf)
+        self._min.set_state(mins)
+        self.num_sequences_sampled = int(state.get("num_sequences_sampled", 0))
+
+
 def replay_nbytes(
     capacity: int,
     row_layout: Mapping[str, tuple[tuple[int, ...], Any]],
@@ -427,10 +563,22 @@ def replay_nbytes(
 def make_replay_buffer(
     params: ReplayBufferParams, seed: int | None = 0
 ) -> ReplayBuffer | PrioritizedReplayBuffer:
-    """Build the buffer a plan's ``ReplayBufferParams`` resource declares.
+    """Build the buffer a plan's ``ReplayBufferParams`` resource declares (``item``
+    ``"sequence"``: a ``SequenceReplayBuffer``).
 
     ``learning_starts`` is not a buffer property: the replay operator reads it.
     """
+    if params.item == "sequence":
+        return SequenceReplayBuffer(
+            params.capacity,
+            alpha=params.alpha,
+            beta=params.beta,
+            beta_final=params.beta_final,
+            beta_annealing_steps=params.beta_annealing_steps,
+            eps=params.eps,
+            seed=seed,
+            prioritized=params.prioritized,
+        )
     if params.prioritized:
         return PrioritizedReplayBuffer(
             params.capacity,

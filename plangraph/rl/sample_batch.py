@@ -42,6 +42,8 @@ column               dtype        meaning
 ``batch_indexes``    int64        replay-buffer insertion ids (prioritized replay)
 ``replay_shard``     int64        index of the replay shard a row was sampled from
                                   (``ReplayActors``; ``UpdatePriorities`` reads it)
+``seq_len``          int32        R2D2: at a replay sequence's first row its length in
+                                  rows, 0 elsewhere (``SequenceReplayBuffer``)
 ==================== ============ ===========================================================
 
 Completed-episode statistics ride along as metadata, not as columns: ``episode_returns``
@@ -93,6 +95,7 @@ class SampleBatch:
     WEIGHTS = "weights"
     BATCH_INDEXES = "batch_indexes"
     REPLAY_SHARD = "replay_shard"
+    SEQ_LEN = "seq_len"
 
     __slots__ = ("_columns", "_count", "episode_lengths", "episode_returns")
 

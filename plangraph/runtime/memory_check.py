@@ -144,17 +144,18 @@ def estimate_replay_memory(
             spaces[env_key] = env_spaces(env_spec)
         layout = sample_row_layout(*spaces[env_key], ws_params.policy)
         p = params[rid]
+        # A sequence buffer keeps its trees whether or not it is prioritized.
+        trees = p.prioritized or p.item == "sequence"
         row = replay_nbytes(1, layout)
         raw = compiled.plan.resources[rid].params.get("capacity")
         key = re.fullmatch(r"\$\{(\w+)\}", raw) if isinstance(raw, str) else None
         if res.kind == "ReplayActors":
             shards = tuple(
-                replay_nbytes(c, layout, p.prioritized)
-                for c in shard_split(p.capacity, p.num_shards)
+                replay_nbytes(c, layout, trees) for c in shard_split(p.capacity, p.num_shards)
             )
             nbytes = sum(shards)
         else:
-            shards, nbytes = (), replay_nbytes(p.capacity, layout, p.prioritized)
+            shards, nbytes = (), replay_nbytes(p.capacity, layout, trees)
         out.append(
             ReplayEstimate(
                 resource=rid,
@@ -162,7 +163,7 @@ def estimate_replay_memory(
                 row_bytes=row,
                 nbytes=nbytes,
                 capacity_key=key.group(1) if key else None,
-                prioritized=p.prioritized,
+                prioritized=trees,
                 kind=res.kind,
                 shard_nbytes=shards,
                 env=str(ws_params.env),

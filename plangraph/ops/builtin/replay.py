@@ -87,12 +87,18 @@ class LocalReplayParams(OpParams):
     """Replay batches from a replay buffer resource.
 
     Yields a not-ready marker (so a ``Concurrently`` moves on) until the buffer holds
-    ``learning_starts`` env steps, then one sampled batch of ``batch_size`` env steps per
+    ``learning_starts`` env steps, then one sampled batch of ``batch_size`` env steps (a
+    buffer of item ``"sequence"``: ``batch_size`` sequences, their rows back to back) per
     item (with ``batch_indexes``, and IS ``weights`` for prioritized buffers).
     """
 
     buffer: ResourceRef = Field(description='The ReplayBuffer resource to read, "@id".')
-    batch_size: int = Field(ge=1, le=MAX_BATCH, description="Env steps per replayed batch.")
+    batch_size: int = Field(
+        ge=1,
+        le=MAX_BATCH,
+        description="Env steps per replayed batch; sequences from a resource of item "
+        "'sequence' (R2D2).",
+    )
 
 
 LocalReplay = register_op(
@@ -124,7 +130,12 @@ class ParallelReplayParams(OpParams):
     """
 
     buffer: ResourceRef = Field(description='The ReplayActors resource to read, "@id".')
-    batch_size: int = Field(ge=1, le=MAX_BATCH, description="Env steps per replayed batch.")
+    batch_size: int = Field(
+        ge=1,
+        le=MAX_BATCH,
+        description="Env steps per replayed batch; sequences from a resource of item "
+        "'sequence' (R2D2).",
+    )
     num_async: int = Field(
         4, ge=1, le=MAX_IN_FLIGHT, description="Sample requests in flight per shard."
     )
