@@ -51,11 +51,13 @@ PLANS_DIR = ROOT / "plans"
 
 BUDGETS: dict[str, int] = {
     "ppo": 300_000,
+    "ppo_kl": 300_000,
     "dqn": 200_000,
     "a2c": 500_000,
     "a2c_microbatch": 500_000,
     "pg": 500_000,
     "impala": 1_000_000,
+    "impala_mixin": 1_000_000,
     "appo": 1_000_000,
     "a3c": 1_000_000,
     "apex": 300_000,

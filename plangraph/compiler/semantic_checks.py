@@ -37,6 +37,7 @@ __all__ = [
 #: operator -> the policy capability it calls on
 _NEEDS: dict[str, tuple[str, str]] = {
     "UpdateTarget": ("target_network", "syncs the policy's target network"),
+    "UpdateKL": ("kl_penalty", "adapts the policy's KL penalty coefficient"),
     "ComputeGradients": ("gradients", "asks the policy for gradients"),
     "ApplyGradients": ("gradients", "applies gradients to the policy"),
     "AsyncGradients": ("gradients", "asks the rollout workers' policies for gradients"),
