@@ -153,6 +153,17 @@ def test_mixin_refuses_bad_params_with_located_diagnostics() -> None:
     )
 
 
+def test_mixin_feeding_a_learner_without_v_trace_is_refused() -> None:
+    """Replayed batches are old: only a loss that corrects for that (V-trace) may train on
+    them; A2C's stale GAE advantages would train silently on stale data (PG171)."""
+    plan = _vtrace_mixin_plan()
+    plan["resources"]["workers"]["params"]["policy"] = {"algo": "a2c"}
+    found = [d for d in plangraph.analyze(plan).diagnostics if d.code == "PG171"]
+    assert [(d.node, d.pointer) for d in found] == [("train", "/nodes/train/inputs")]
+    assert "MixInReplay 'mixin'" in found[0].message and "appo, impala" in found[0].hint
+    assert not [d for d in plangraph.analyze(_vtrace_mixin_plan()).diagnostics if d.is_error]
+
+
 # -- MixInReplay in a run ----------------------------------------------------------------------
 
 

@@ -20,6 +20,10 @@ For every (plan, seed) the plan JSON (``plans/<plan>.json``) is compiled, built 
 * ``train s``: the same, without the build (``time_total_s`` of the run);
 * ``env steps/s``: ``num_env_steps_sampled / train s``.
 
+Each run's line on stderr (and ``--json``) also gives ``num_env_steps_trained`` at that
+iteration (``env_steps_trained``): twice the sampled steps for a plan that replays one
+batch per sampled one (``impala_mixin``).
+
 A second table gives each plan's spread over the seeds: how many solved within the budget,
 and the median, min and max of env steps and wall s to solve (over the solved seeds; the
 unsolved ones are counted, never averaged in).
@@ -124,6 +128,7 @@ class RunRow:
     budget: int
     final_return: float | None
     best_return: float | None
+    env_steps_trained: int = 0
 
 
 def judged_return(result: dict[str, Any]) -> float | None:
@@ -192,6 +197,7 @@ def train_one(
             budget=budget,
             final_return=judged_return(result),
             best_return=best,
+            env_steps_trained=int(result.get("num_env_steps_trained", 0)),
         )
     finally:
         algo.stop()
@@ -354,7 +360,8 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(row)
             print(
                 f"{plan} seed={seed}: {'solved' if row.solved else 'NOT solved'} at "
-                f"{row.env_steps:,} env steps, {row.wall_s:.1f} s",
+                f"{row.env_steps:,} env steps ({row.env_steps_trained:,} trained), "
+                f"{row.wall_s:.1f} s",
                 file=sys.stderr,
                 flush=True,
             )
