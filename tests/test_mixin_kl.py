@@ -345,6 +345,24 @@ def test_ppo_kl_plan_adapts_the_coefficient_and_checkpoints_it(tmp_path: Path) -
         assert algo.ctx.worker_sets["workers"].local_policy.kl_coeff == pytest.approx(coeff)
 
 
+@pytest.mark.usefixtures("ray_session")
+def test_update_kl_adapts_each_policy_of_a_multi_agent_worker_set() -> None:
+    plan = json.loads((PLANS / "ppo_multiagent.json").read_text(encoding="utf-8"))
+    plan.pop("$schema")
+    plan["config"].update(num_workers=1, train_batch_size=256, num_sgd_iter=2)
+    plan["resources"]["workers"]["params"]["policies"]["ppo_policy"]["kl_coeff"] = 0.2
+    plan["nodes"]["update_kl"] = {"op": "UpdateKL", "inputs": ["train"]}
+    plan["nodes"]["metrics"]["inputs"] = ["update_kl"]
+    with plangraph.build(plangraph.compile(plan), seed=0) as algo:
+        result = algo.train()
+        policy = algo.ctx.worker_sets["workers"].local_policy["ppo_policy"]
+    learner = result["policies"]["ppo_policy"]["learner"]
+    kl = learner["kl"]
+    want = 0.2 * 1.5 if kl > 0.02 else 0.2 * 0.5 if kl < 0.005 else 0.2
+    assert learner["kl_coeff"] == pytest.approx(want)
+    assert policy.kl_coeff == pytest.approx(want)
+
+
 def test_update_kl_needs_a_policy_with_a_kl_penalty() -> None:
     plan = json.loads((PLANS / "ppo_kl.json").read_text(encoding="utf-8"))
     plan.pop("$schema")

@@ -241,9 +241,11 @@ class UpdateKLParams(OpParams):
 
     with ``kl_target`` the policy's setting. The coefficient lives on the learner policy
     (``kl_coeff`` in its state, saved in checkpoints); rollout workers only act, so nothing
-    is broadcast. Reports it as learner stat ``kl_coeff`` (the value the next step trains
-    with). Passes its input through. The policy needs a KL penalty (PPO: PG170 otherwise);
-    with ``kl_coeff = 0`` it stays 0, as in RLlib.
+    is broadcast (a loss computed on the rollout workers, ``AsyncGradients``, would use
+    their copies' initial coefficient: not supported yet). Reports it as learner stat
+    ``kl_coeff`` (the value the next step trains with). Passes its input through. The
+    policy needs a KL penalty (PPO; PG170 otherwise); with ``kl_coeff = 0`` it stays 0, as
+    in RLlib.
 
     Multi-agent: each policy of ``policies`` (every trained policy with a KL penalty when
     empty) is adapted from its own ``<id>/kl``; a policy not trained in this step is left
