@@ -178,7 +178,7 @@ from plangraph.runtime.build_context import BuildContext
 from plangraph.runtime.implementations import OperatorContext
 from plangraph.runtime.run_state import RunState
 ctx = BuildContext(compiled=None, seed=0, worker_sets={}, buffers={}, run_state=RunState())
-mix = my_ops.mix_in_replay(types.SimpleNamespace(capacity=2), OperatorContext("mix", ctx))
+mix = my_ops.mix_in_recent(types.SimpleNamespace(capacity=2), OperatorContext("mix", ctx))
 batch = SampleBatch({"rewards": np.ones(4, np.float32)})
 out["mixed"] = [mix(batch).count for _ in range(4)]
 saved = ctx.operator_states["mix"].get_state()

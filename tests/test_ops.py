@@ -74,6 +74,7 @@ def test_params_models_are_strict_and_documented() -> None:
         "ComputeGradients",
         "ApplyGradients",
         "UpdateTarget",
+        "UpdateKL",
         "UpdateWorkerWeights",
         "StandardMetricsReporting",
         "ReadExperiences",  # the learner whose env the dataset must fit

@@ -2,7 +2,7 @@
 run's counters, checkpointed state, and the sources' counting call.
 
 The operators are in ``tests/user_ops.py``, a module outside ``plangraph/``, as a user's
-would be. A stateful one (``MixInReplay``: a buffer of batches and its own RNG) stopped
+would be. A stateful one (``UserMixInReplay``: a buffer of batches and its own RNG) stopped
 and resumed from a checkpoint continues exactly as a run never stopped; one that keeps
 state without saving it gets a ``ResumeWarning`` when a checkpoint is written; a user
 source counts env steps and episodes through ``op.record_batch``.
@@ -64,7 +64,7 @@ def _learner_weights(algo: Any) -> dict[str, bytes]:
 
 
 def test_a_stateful_user_operator_resumes_exactly(ray_session: None, tmp_path: Path) -> None:
-    compiled = plangraph.compile(_plan("MixInReplay", {"capacity": 3, "replay_ratio": 2}))
+    compiled = plangraph.compile(_plan("UserMixInReplay", {"capacity": 3, "replay_ratio": 2}))
     with plangraph.build(compiled, seed=7) as algo:
         straight = [_comparable(algo.train()) for _ in range(ITERATIONS)]
         want_weights = _learner_weights(algo)
@@ -93,7 +93,7 @@ def test_a_stateful_user_operator_resumes_exactly(ray_session: None, tmp_path: P
 def test_the_replayed_batches_change_the_run(ray_session: None) -> None:
     """The resume test above is not vacuous: without its RNG state the run differs (the
     replayed batches the learner trains on depend on the operator's draws)."""
-    compiled = plangraph.compile(_plan("MixInReplay", {"capacity": 3, "replay_ratio": 2}))
+    compiled = plangraph.compile(_plan("UserMixInReplay", {"capacity": 3, "replay_ratio": 2}))
     runs = []
     for reseed in (False, True):
         with plangraph.build(compiled, seed=7) as algo:

@@ -1,11 +1,12 @@
 """User operators written as a user would, outside ``plangraph/`` (``--import tests/user_ops.py``
 or ``import tests.user_ops``), for the tests of the user-operator API:
 
-* ``MixInReplay``: a stateful per-item operator. It keeps the last ``capacity`` batches it
+* ``UserMixInReplay``: a stateful per-item operator (a simpler form of the built-in
+  ``MixInReplay``, written as a user would). It keeps the last ``capacity`` batches it
   saw and emits each incoming batch concatenated with ``replay_ratio`` batches drawn from
   them with its own per-node RNG (``op.rng``); it saves both, buffer and RNG, with
   ``op.save_state``, so a resumed run continues exactly.
-* ``MixInReplayUnsaved``: the same operator written without the context (``factory(params)``,
+* ``MixInReplayUnsaved``: ``UserMixInReplay`` written without the context (``factory(params)``,
   its own ``numpy`` RNG and buffer in a closure): a checkpoint cannot hold its state and
   warns (``ResumeWarning``).
 * ``RandomCartPole``: a user source. It steps its own CartPole-v1 with uniformly random
@@ -29,14 +30,14 @@ from plangraph.runtime.implementations import OperatorContext, register_impl
 
 
 @register_op(category="combine", inputs=["SampleBatch"], output="SampleBatch", replace=True)
-class MixInReplay(OpParams):
+class UserMixInReplay(OpParams):
     """Emit each batch with ``replay_ratio`` batches replayed from the last ``capacity``."""
 
     capacity: int = Field(8, ge=1, le=1_000, description="batches kept (a FIFO)")
     replay_ratio: int = Field(1, ge=0, le=16, description="batches replayed per batch")
 
 
-@register_impl("MixInReplay")
+@register_impl("UserMixInReplay")
 def mix_in_replay(params: Any, op: OperatorContext) -> Any:
     buffer: list[SampleBatch] = []
     rng = op.rng
@@ -64,7 +65,7 @@ def mix_in_replay(params: Any, op: OperatorContext) -> Any:
 
 @register_op(category="combine", inputs=["SampleBatch"], output="SampleBatch", replace=True)
 class MixInReplayUnsaved(OpParams):
-    """``MixInReplay`` without checkpoint hooks (its state is lost on resume)."""
+    """``UserMixInReplay`` without checkpoint hooks (its state is lost on resume)."""
 
     capacity: int = Field(8, ge=1, le=1_000, description="batches kept (a FIFO)")
 

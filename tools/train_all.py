@@ -20,6 +20,10 @@ For every (plan, seed) the plan JSON (``plans/<plan>.json``) is compiled, built 
 * ``train s``: the same, without the build (``time_total_s`` of the run);
 * ``env steps/s``: ``num_env_steps_sampled / train s``.
 
+Each run's line on stderr (and ``--json``) also gives ``num_env_steps_trained`` at that
+iteration (``env_steps_trained``): twice the sampled steps for a plan that replays one
+batch per sampled one (``impala_mixin``).
+
 A second table gives each plan's spread over the seeds: how many solved within the budget,
 and the median, min and max of env steps and wall s to solve (over the solved seeds; the
 unsolved ones are counted, never averaged in).
@@ -51,11 +55,13 @@ PLANS_DIR = ROOT / "plans"
 
 BUDGETS: dict[str, int] = {
     "ppo": 300_000,
+    "ppo_kl": 300_000,
     "dqn": 200_000,
     "a2c": 500_000,
     "a2c_microbatch": 500_000,
     "pg": 500_000,
     "impala": 1_000_000,
+    "impala_mixin": 1_000_000,
     "appo": 1_000_000,
     "a3c": 1_000_000,
     "apex": 300_000,
@@ -136,6 +142,7 @@ class RunRow:
     budget: int
     final_return: float | None
     best_return: float | None
+    env_steps_trained: int = 0
 
 
 def judged_return(result: dict[str, Any]) -> float | None:
@@ -204,6 +211,7 @@ def train_one(
             budget=budget,
             final_return=judged_return(result),
             best_return=best,
+            env_steps_trained=int(result.get("num_env_steps_trained", 0)),
         )
     finally:
         algo.stop()
@@ -366,7 +374,8 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(row)
             print(
                 f"{plan} seed={seed}: {'solved' if row.solved else 'NOT solved'} at "
-                f"{row.env_steps:,} env steps, {row.wall_s:.1f} s",
+                f"{row.env_steps:,} env steps ({row.env_steps_trained:,} trained), "
+                f"{row.wall_s:.1f} s",
                 file=sys.stderr,
                 flush=True,
             )

@@ -83,7 +83,7 @@ CODES: dict[str, tuple[str, Severity, str]] = {
         "on-policy-from-replay",
         "error",
         "An on-policy algorithm (a2c, ppo, impala, appo), or a recurrent model, trained "
-        "on replayed batches.",
+        "on replayed batches (from MixInReplay: an algorithm without V-trace).",
     ),
     "PG172": (
         "train-without-replay",

@@ -37,6 +37,7 @@ __all__ = [
 #: operator -> the policy capability it calls on
 _NEEDS: dict[str, tuple[str, str]] = {
     "UpdateTarget": ("target_network", "syncs the policy's target network"),
+    "UpdateKL": ("kl_penalty", "adapts the policy's KL penalty coefficient"),
     "ComputeGradients": ("gradients", "asks the policy for gradients"),
     "ApplyGradients": ("gradients", "applies gradients to the policy"),
     "AsyncGradients": ("gradients", "asks the rollout workers' policies for gradients"),
@@ -304,7 +305,21 @@ def check_replay_use(ctx: Context) -> None:
             continue
         readers = _replay_readers_upstream(ctx, nid)
         anc = ctx.topology.ancestors(nid)
-        if readers and "replay" not in policy.capabilities:
+        mixers = [a for a in ctx.topology.sort(anc) if ctx.plan.nodes[a].op == "MixInReplay"]
+        if mixers and not {"replay", "off_policy_batches"} & policy.capabilities:
+            ctx.report(
+                "PG171",
+                f"{node.op} trains {_policy_text(rid, policy)} on batches that MixInReplay "
+                f"{brief(mixers[0])} replays, but {policy.algo} learns on-policy from "
+                f"{policy.learns_from}; a replayed batch was sampled by an older policy and "
+                "nothing in its loss corrects for that, so it would train on stale data "
+                "without an error",
+                node=nid,
+                pointer=f"/nodes/{nid}/inputs",
+                hint=f"remove {brief(mixers[0])}, or use a policy that corrects whole old "
+                f"batches (V-trace): {_algos_with('off_policy_batches')}",
+            )
+        elif readers and "replay" not in policy.capabilities:
             ctx.report(
                 "PG171",
                 f"{node.op} trains {_policy_text(rid, policy)} on batches replayed by "

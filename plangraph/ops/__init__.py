@@ -28,6 +28,7 @@ from plangraph.ops.builtin.combine import (
 from plangraph.ops.builtin.merge import Concurrently, Duplicate, Union
 from plangraph.ops.builtin.replay import (
     LocalReplay,
+    MixInReplay,
     ParallelReplay,
     StoreToReplay,
     UpdatePriorities,
@@ -42,6 +43,7 @@ from plangraph.ops.builtin.train import (
     Dequeue,
     Enqueue,
     TrainOneStep,
+    UpdateKL,
     UpdateTarget,
     UpdateWorkerWeights,
 )
@@ -99,6 +101,7 @@ __all__ = [
     "Flatten",
     "LearnerThreadParams",
     "LocalReplay",
+    "MixInReplay",
     "ModelSettings",
     "OfflineDataParams",
     "OpFactory",
@@ -120,6 +123,7 @@ __all__ = [
     "Stream",
     "TrainOneStep",
     "Union",
+    "UpdateKL",
     "UpdatePriorities",
     "UpdateTarget",
     "UpdateWorkerWeights",

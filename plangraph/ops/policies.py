@@ -54,12 +54,16 @@ CAPABILITIES: dict[str, str] = {
     "target_network": "keeps a target network that UpdateTarget syncs with the online one",
     "replay": "learns from single transitions sampled out of order from a replay buffer "
     "(its loss needs only obs, actions, rewards, next_obs, terminateds)",
+    "kl_penalty": "has a KL penalty term whose coefficient UpdateKL adapts (update_kl)",
+    "off_policy_batches": "corrects for the age of whole batches sampled by older policies "
+    "(V-trace), so MixInReplay may feed it",
 }
 """What a policy can do, by name: the vocabulary of each config model's ``capabilities``.
 
 Kept as data here (not read off the torch classes in ``plangraph.rl``) so the compiler
 can refuse an operator the policy cannot serve without importing torch; each entry
-mirrors the policy class: ``update_target()`` exists on DQN, APPO and SAC only, and only
+mirrors the policy class: ``update_target()`` exists on DQN, APPO and SAC only,
+``update_kl()`` on PPO only, V-trace (IMPALA, APPO) corrects old whole batches, and only
 DQN's and SAC's losses are correct on replayed rows (A2C/PPO need the advantages of whole
 fresh fragments, IMPALA/APPO's V-trace whole segments in order).
 """

@@ -20,7 +20,9 @@ class APPOConfig(VTraceConfig):
     """
 
     algo: Literal["appo"] = "appo"
-    capabilities: ClassVar[frozenset[str]] = frozenset({"gradients", "target_network"})
+    capabilities: ClassVar[frozenset[str]] = frozenset(
+        {"gradients", "target_network", "off_policy_batches"}
+    )
     clip_param: float = Field(
         0.4, gt=0.0, description="Surrogate clip range epsilon (dimensionless)."
     )

@@ -16,6 +16,7 @@ class PPOConfig(ActorCriticConfig):
 
     algo: Literal["ppo"] = "ppo"
     recurrent_models: ClassVar[bool] = True
+    capabilities: ClassVar[frozenset[str]] = frozenset({"gradients", "kl_penalty"})
     gae_lambda: float = Field(0.95, ge=0.0, le=1.0, description="GAE lambda.")
     clip_param: float = Field(0.2, gt=0.0, description="Surrogate clip range epsilon.")
     vf_clip_param: float | None = Field(
@@ -25,4 +26,22 @@ class PPOConfig(ActorCriticConfig):
     entropy_coeff: float = Field(0.0, ge=0.0, description="Weight of the entropy bonus.")
     normalize_advantages: bool = Field(
         True, description="Standardise advantages per minibatch before the loss."
+    )
+    kl_coeff: float = Field(
+        0.0,
+        ge=0.0,
+        le=1e6,
+        description=(
+            "Initial weight of the KL penalty kl_coeff * KL(pi_old || pi) in the loss (0: no "
+            "penalty, the clipped surrogate alone); the UpdateKL operator adapts it."
+        ),
+    )
+    kl_target: float = Field(
+        0.01,
+        gt=0.0,
+        le=1e6,
+        description=(
+            "Target mean KL per training step: UpdateKL multiplies kl_coeff by 1.5 above "
+            "2 * kl_target and by 0.5 below kl_target / 2 (nats)."
+        ),
     )

@@ -8,6 +8,15 @@ recorded by the rollout worker) and advantages ``A_i`` (standardised per minibat
     L_vf   =  mean_i[ (V(s_i) - G_i)^2 ]                  or, with vf_clip_param = c,
               mean_i[ max((V - G)^2, (vf_preds + clip(V - vf_preds, -c, c) - G)^2) ]
     L      =  L_clip + vf_loss_coeff * L_vf - entropy_coeff * mean_i[ H(pi(.|s_i)) ]
+              + kl_coeff * mean_i[ KL(pi_old(.|s_i) || pi(.|s_i)) ]   (only when the
+                                                 config's kl_coeff > 0, as RLlib's PPO)
+
+The KL penalty is RLlib 1.x PPO's (``ppo_torch_policy.py``; the adaptive KL penalty of
+Schulman et al. 2017, sec. 4): ``pi_old`` is the behaviour distribution the rollout worker
+recorded (``action_dist_inputs``). The policy's current coefficient ``kl_coeff`` starts at
+the config's ``kl_coeff``, is adapted by the ``UpdateKL`` operator after each training step
+(``update_kl``) and is saved in ``get_state()``; with the config's ``kl_coeff = 0`` (the
+default) the loss is the clipped surrogate alone, bit for bit as without the term.
 
 ``train(batch, num_sgd_iter, sgd_minibatch_size)`` runs the epochs (``TorchPolicy.train``).
 With a recurrent model (``docs/recurrent.md``) the minibatches are whole sequences and
@@ -22,7 +31,9 @@ distribution inputs ``action_dist_inputs``,
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
+import gymnasium as gym
 import numpy as np
 import torch
 from torch.distributions import kl_divergence
@@ -50,6 +61,40 @@ class PPOPolicy(ActorCriticPolicy[PPOConfig]):
         _SB.ADVANTAGES,
         _SB.VALUE_TARGETS,
     )
+
+    def __init__(
+        self,
+        observation_space: gym.Space[Any],
+        action_space: gym.Space[Any],
+        config: PPOConfig,
+        seed: int = 0,
+        device: str = "cpu",
+    ) -> None:
+        super().__init__(observation_space, action_space, config, seed=seed, device=device)
+        #: the current KL penalty coefficient (starts at ``config.kl_coeff``; ``update_kl``)
+        self.kl_coeff = float(self.config.kl_coeff)
+
+    def update_kl(self, sampled_kl: float) -> float:
+        """Adapt ``kl_coeff`` to the mean KL(pi_old || pi) of a training step (nats per
+        row), as RLlib's ``KLCoeffMixin.update_kl``: x1.5 above ``2 * kl_target``, x0.5
+        below ``kl_target / 2``, else unchanged. Returns the new coefficient."""
+        if sampled_kl > 2.0 * self.config.kl_target:
+            self.kl_coeff *= 1.5
+        elif sampled_kl < 0.5 * self.config.kl_target:
+            self.kl_coeff *= 0.5
+        return self.kl_coeff
+
+    def get_state(self) -> dict[str, Any]:
+        """``TorchPolicy.get_state()`` plus the current ``kl_coeff`` (a float)."""
+        state = super().get_state()
+        state["kl_coeff"] = self.kl_coeff
+        return state
+
+    def set_state(self, state: Mapping[str, Any]) -> None:
+        """Restore ``get_state()`` (a state saved before the KL penalty existed keeps the
+        config's ``kl_coeff``)."""
+        super().set_state(state)
+        self.kl_coeff = float(state.get("kl_coeff", self.config.kl_coeff))
 
     def postprocess_fragment(self, fragment: Fragment) -> dict[str, np.ndarray]:
         """GAE(lambda) advantages and value targets (``gae_columns``; a recurrent model:
@@ -88,6 +133,10 @@ class PPOPolicy(ActorCriticPolicy[PPOConfig]):
         vf_loss = vf_err.mean()
 
         total = policy_loss + cfg.vf_loss_coeff * vf_loss
+        kl_penalty = cfg.kl_coeff > 0.0
+        if kl_penalty:
+            kl = kl_divergence(self.dist(t[_SB.ACTION_DIST_INPUTS].float()), dist).mean()
+            total = total + self.kl_coeff * kl
         if cfg.entropy_coeff:
             entropy = dist.entropy().mean()
             total = total - cfg.entropy_coeff * entropy
@@ -98,10 +147,11 @@ class PPOPolicy(ActorCriticPolicy[PPOConfig]):
         if not with_stats:
             return total, {}
         with torch.no_grad():
-            old_dist = self.dist(t[_SB.ACTION_DIST_INPUTS].float())
-            kl = kl_divergence(old_dist, dist).mean()
+            if not kl_penalty:
+                old_dist = self.dist(t[_SB.ACTION_DIST_INPUTS].float())
+                kl = kl_divergence(old_dist, dist).mean()
             clip_frac = ((ratio - 1.0).abs() > cfg.clip_param).float().mean()
-        return total, {
+        stats = {
             "total_loss": total.item(),
             "policy_loss": policy_loss.item(),
             "vf_loss": vf_loss.item(),
@@ -110,3 +160,6 @@ class PPOPolicy(ActorCriticPolicy[PPOConfig]):
             "clip_frac": clip_frac.item(),
             "vf_explained_var": explained_variance(values.detach(), targets),
         }
+        if kl_penalty:
+            stats["kl_coeff"] = self.kl_coeff
+        return total, stats

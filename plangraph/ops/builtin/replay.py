@@ -23,11 +23,13 @@ from plangraph.ops.builtin._shared import (
 )
 from plangraph.ops.declare import register_op
 from plangraph.ops.registry import OpParams
-from plangraph.ops.sizes import MAX_BATCH, MAX_IN_FLIGHT
+from plangraph.ops.sizes import MAX_BATCH, MAX_IN_FLIGHT, MAX_PASSES, MAX_QUEUE
 
 __all__ = [
     "LocalReplay",
     "LocalReplayParams",
+    "MixInReplay",
+    "MixInReplayParams",
     "ParallelReplay",
     "ParallelReplayParams",
     "StoreToReplay",
@@ -217,5 +219,56 @@ WriteExperiences = register_op(
     infer_output=same_as_input,
     params=WriteExperiencesParams,
     resources=WORKERS_READ,
+    builtin=True,
+)
+
+
+class MixInReplayParams(OpParams):
+    """Mix replayed batches into an on-policy stream (RLlib 1.x ``MixInReplay``,
+    ``rllib/execution/replay_ops.py``; IMPALA's ``replay_proportion`` and
+    ``replay_buffer_num_slots``).
+
+    A flat-map (use with ``.combine``, before ``ConcatBatches``): each incoming
+    ``SampleBatch`` (``[B]`` rows, one rollout fragment) is first stored in a buffer of
+    ``num_slots`` slots (filled in order, then each new batch overwrites the oldest), and
+    then emitted as a list: the batch itself, followed by ``k`` batches drawn uniformly, with
+    replacement, from the buffer (which holds the incoming batch too, as RLlib's). ``k`` is
+    drawn as RLlib draws it, ``f = replay_proportion; while u < f: k += 1; f -= 1`` with
+    ``u ~ U[0, 1)`` drawn afresh each time: ``floor(f)`` replays plus one more with
+    probability ``f - floor(f)``, so ``E[k] = replay_proportion`` and ``replay_proportion
+    = 1`` replays exactly one batch per input: the learner then trains twice the rows that
+    were sampled. The draws come from the node's own generator (run seed and node id), saved
+    with the buffer in checkpoints, so a resumed run replays what the uninterrupted one would.
+
+    A replayed batch is a whole stored batch (every column, whole trajectory segments, the
+    behaviour policy's ``action_logp`` as recorded when it was sampled) without its episode
+    statistics (its episodes were counted when sampled). It is off-policy: only a learner
+    that corrects for that (V-trace: IMPALA, APPO) should train on it. Adds the replayed env
+    steps to counter ``num_env_steps_replayed``; ``num_env_steps_trained`` downstream then
+    counts them too.
+    """
+
+    num_slots: int = Field(
+        ge=1,
+        le=MAX_QUEUE,
+        description="Batches the replay buffer holds (the oldest is overwritten when full).",
+    )
+    replay_proportion: float = Field(
+        ge=0.0,
+        le=MAX_PASSES,
+        description=(
+            "Mean number of replayed batches emitted with each incoming batch (0: none; "
+            "1: one, so twice the rows are trained)."
+        ),
+    )
+
+
+MixInReplay = register_op(
+    "MixInReplay",
+    category="replay",
+    apply="combine",
+    inputs=["SampleBatch"],
+    output="SampleBatch",
+    params=MixInReplayParams,
     builtin=True,
 )

@@ -34,6 +34,8 @@ __all__ = [
     "EnqueueParams",
     "TrainOneStep",
     "TrainOneStepParams",
+    "UpdateKL",
+    "UpdateKLParams",
     "UpdateTarget",
     "UpdateTargetParams",
     "UpdateWorkerWeights",
@@ -225,6 +227,47 @@ UpdateTarget = register_op(
     builtin=True,
 )
 
+
+class UpdateKLParams(OpParams):
+    """Adapt the learner policy's KL penalty coefficient after each training step (RLlib
+    1.x PPO's ``UpdateKL``, ``rllib/agents/ppo/ppo.py``, and the policy's ``update_kl``).
+
+    Reads the mean ``kl`` = KL(pi_old || pi) the training step measured (the learner stats
+    of its ``TrainInfo``: the last SGD epoch's mean over minibatches) and moves the
+    coefficient as RLlib does (the adaptive KL penalty of Schulman et al. 2017, sec. 4)::
+
+        if kl > 2 * kl_target:   kl_coeff *= 1.5
+        elif kl < 0.5 * kl_target: kl_coeff *= 0.5
+
+    with ``kl_target`` the policy's setting. The coefficient lives on the learner policy
+    (``kl_coeff`` in its state, saved in checkpoints); rollout workers only act, so nothing
+    is broadcast (a loss computed on the rollout workers, ``AsyncGradients``, would use
+    their copies' initial coefficient: not supported yet). Reports it as learner stat
+    ``kl_coeff`` (the value the next step trains with). Passes its input through. The
+    policy needs a KL penalty (PPO; PG170 otherwise); with ``kl_coeff = 0`` it stays 0, as
+    in RLlib.
+
+    Multi-agent: each policy of ``policies`` (every trained policy with a KL penalty when
+    empty) is adapted from its own ``<id>/kl``; a policy not trained in this step is left
+    as it is.
+    """
+
+    workers: ResourceRef = workers_field()
+    policies: PolicyIds = policies_field(
+        "the policies whose KL coefficient is adapted (empty: every trained one with a KL penalty)"
+    )
+
+
+UpdateKL = register_op(
+    "UpdateKL",
+    category="train",
+    apply="for_each",
+    inputs=["TrainInfo"],
+    output="TrainInfo",
+    params=UpdateKLParams,
+    resources=WORKERS_WRITE,
+    builtin=True,
+)
 
 # -- asynchronous learning (IMPALA/APPO) ----------------------------------------------------
 

@@ -388,3 +388,68 @@ def _write_experiences(node: Any, ctx: BuildContext) -> Callable[[Any], Any]:
         max_file_bytes=int(p.max_file_mb * 2**20),
         prefix=node.id,
     )
+
+
+@register_lowering("MixInReplay")
+def _mix_in_replay(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIterator[Any]:
+    """RLlib's ``MixInReplay`` (``plangraph/ops/builtin/replay.py`` has the semantics):
+    store, then emit the batch and ``k`` uniform replays, ``k`` drawn as RLlib draws it."""
+    from plangraph.rl import SampleBatch
+
+    p = node.params
+    rng = ctx.node_rng(node.id)
+    # The ring of stored batches (RLlib's SimpleReplayBuffer): filled in order, then slot
+    # ``next_slot`` (the oldest) is overwritten. Stored as read-only copies without their
+    # episode statistics; each replay is a new SampleBatch over the same arrays.
+    slots: list[Any] = []
+    next_slot = 0
+
+    def store(batch: Any) -> None:
+        nonlocal next_slot
+        columns = {}
+        for key in batch.keys():
+            column = np.array(batch[key], copy=True)
+            column.flags.writeable = False
+            columns[key] = column
+        kept = SampleBatch(columns)
+        if len(slots) < p.num_slots:
+            slots.append(kept)
+        else:
+            slots[next_slot] = kept
+            next_slot = (next_slot + 1) % p.num_slots
+
+    def mix(batch: Any) -> list[Any]:
+        if not isinstance(batch, SampleBatch):
+            raise TypeError(
+                f"MixInReplay {node.id!r} mixes SampleBatch items, got {type(batch).__name__}"
+            )
+        store(batch)
+        out = [batch]
+        f = p.replay_proportion
+        while rng.random() < f:  # RLlib: floor(f) replays, and one more w.p. f - floor(f)
+            f -= 1.0
+            stored = slots[int(rng.integers(len(slots)))]
+            out.append(SampleBatch({k: stored[k] for k in stored.keys()}))
+        replayed = sum(b.env_steps() for b in out[1:])
+        if replayed:
+            get_metrics().counters[REPLAYED] += replayed
+        return out
+
+    def get_state() -> dict[str, Any]:
+        return {
+            "rng": rng.bit_generator.state,
+            "slots": [b.to_data() for b in slots],
+            "next_slot": next_slot,
+        }
+
+    def set_state(state: dict[str, Any]) -> None:
+        nonlocal next_slot
+        rng.bit_generator.state = state["rng"]
+        slots.clear()
+        for data in state["slots"]:
+            restored = SampleBatch.from_data(data)
+            store(restored)
+        next_slot = int(state["next_slot"])
+
+    ctx.register_operator_state(node.id, get_state, set_state)
+    return inputs[0].combine(mix, name=node.id)

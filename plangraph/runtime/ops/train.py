@@ -294,6 +294,58 @@ def _update_target(node: Any, ctx: BuildContext) -> Callable[[Any], Any]:
     return update
 
 
+@register_map("UpdateKL")
+def _update_kl(node: Any, ctx: BuildContext) -> Callable[[Any], Any]:
+    p = node.params
+    ws = ctx.worker_set(p.workers)
+    lock = ctx.policy_lock(p.workers)
+    if getattr(ws, "multi_agent", False):
+        return _update_policy_kls(node, ctx, ws, lock)
+
+    def update(info: TrainInfo) -> TrainInfo:
+        kl = info.stats.get("kl")
+        if kl is None:
+            raise ValueError(
+                f"UpdateKL {node.id!r}: the training step reported no 'kl' (learner stats "
+                f"{sorted(info.stats)}); place it right after TrainOneStep of a PPO policy"
+            )
+        with lock:  # a learner thread may be training this policy
+            coeff = float(ws.local_policy.update_kl(float(kl)))
+        stats = {**info.stats, "kl_coeff": coeff}
+        metrics = get_metrics()
+        metrics.info["learner"] = {**metrics.info.get("learner", {}), "kl_coeff": coeff}
+        return TrainInfo(stats, info.count, info.replay)
+
+    return update
+
+
+def _update_policy_kls(node: Any, ctx: BuildContext, ws: Any, lock: Any) -> Callable[[Any], Any]:
+    """UpdateKL of a multi-agent worker set: each policy from its own ``<id>/kl``."""
+    named = tuple(node.params.policies)
+    pids = [
+        pid
+        for pid in (named or tuple(ws.local_policy))
+        if hasattr(ws.local_policy[pid], "update_kl")
+    ]
+
+    def update(info: TrainInfo) -> TrainInfo:
+        stats = dict(info.stats)
+        for pid in pids:
+            kl = info.stats.get(f"{pid}/kl")
+            if kl is None:
+                continue  # not trained in this step: left as it is (RLlib warns)
+            with lock:
+                coeff = float(ws.local_policy[pid].update_kl(float(kl)))
+            stats[f"{pid}/kl_coeff"] = coeff
+            learner = ctx.run_state.policy_learner.get(pid)
+            if learner is not None:
+                learner["kl_coeff"] = coeff
+        get_metrics().info["learner"] = stats
+        return TrainInfo(stats, info.count, info.replay)
+
+    return update
+
+
 def _update_policy_targets(node: Any, ws: Any, lock: Any) -> Callable[[Any], Any]:
     """UpdateTarget of a multi-agent worker set: each policy on its own agent steps."""
     p = node.params
