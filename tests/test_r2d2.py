@@ -296,6 +296,18 @@ def test_the_replay_buffer_samples_by_sequence_priority_and_updates_per_sequence
     assert again[SampleBatch.WEIGHTS].max() <= 1.0
 
 
+def test_a_sequence_buffer_restored_from_its_state_samples_the_same() -> None:
+    buffer = _filled_buffer(_worker(), fragments=2)
+    batch = buffer.sample(4)
+    buffer.update_priorities(batch[SampleBatch.BATCH_INDEXES], np.arange(batch.count) / 10.0)
+    copy = SequenceReplayBuffer(10_000, alpha=0.9, beta=0.6, beta_final=0.6, seed=7)
+    copy.set_state(buffer.get_state())
+    a, b = buffer.sample(16), copy.sample(16)
+    assert sorted(a.keys()) == sorted(b.keys())
+    for k in a.keys():
+        np.testing.assert_array_equal(a[k], b[k])
+
+
 def test_the_replay_memory_estimate_counts_the_stored_state() -> None:
     layout = sample_row_layout(*env_spaces("StatelessCartPole"), POLICY)
     assert layout["state_in_h"] == ((8,), np.dtype(np.float32))

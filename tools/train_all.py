@@ -77,6 +77,7 @@ BUDGETS: dict[str, int] = {
     "ppo_lstm_mlp": 1_000_000,
     "r2d2": 500_000,
     "r2d2_mlp": 500_000,
+    "r2d2_apex": 500_000,
 }
 """Env steps (sampled) within which each plan must solve its task (the issues)."""
 
@@ -93,6 +94,7 @@ TASKS: dict[str, tuple[str, float]] = {
     "ppo_lstm_mlp": ("StatelessCartPole", 400.0),
     "r2d2": ("StatelessCartPole", 300.0),
     "r2d2_mlp": ("StatelessCartPole", 300.0),
+    "r2d2_apex": ("StatelessCartPole", 300.0),
 }
 """``(env, target episode_return_mean)`` of the plans not judged on CartPole-v1 (475); a
 multi-agent plan is judged on its worst policy (``judged_return``)."""
@@ -105,12 +107,13 @@ NOT_BY_DEFAULT = (
     "ppo_lstm_mlp",
     "r2d2",
     "r2d2_mlp",
+    "r2d2_apex",
 )
 """Plans run only when named in ``--plans``: hours (HalfCheetah) to days (Pong) of
 training on a 2-core machine (their throughput: ``tools/bench_throughput.py``); they need
 the ``mujoco`` and ``atari`` extras. The StatelessCartPole pair (issue 31) trains up to
 1M env steps each, the MLP row always to the end (it cannot see the velocities); R2D2's
-pair (``r2d2``, ``r2d2_mlp``) up to 500,000 env steps each, target 300."""
+pair (``r2d2``, ``r2d2_mlp``) and ``r2d2_apex`` up to 500,000 env steps each, target 300."""
 
 VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "ppo_lstm_mlp": ("ppo_lstm", {"model": {"type": "mlp", "hiddens": [64, 64]}}),

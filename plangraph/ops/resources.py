@@ -462,6 +462,18 @@ def _worker_set_notes(params: WorkerSetParams) -> list[str]:
     return notes
 
 
+def _replay_item_notes(params: ReplayBufferParams) -> list[str]:
+    """What one sampled item is, for a resource of sequences (R2D2)."""
+    if params.item != "sequence":
+        return []
+    how = "prioritized per sequence" if params.prioritized else "uniform over sequences"
+    return [
+        "items: sequences (R2D2), each from the state stored at its first row; "
+        f"{how}; capacity and learning_starts in env steps, a reader's batch_size in "
+        "sequences"
+    ]
+
+
 def _replay_actors_notes(params: ReplayActorsParams) -> list[str]:
     """The shards of a ``ReplayActors`` resource: sizes and readiness per shard."""
     n = params.num_shards
@@ -492,6 +504,7 @@ def _replay_actors_notes(params: ReplayActorsParams) -> list[str]:
         else ["  replay ratio: not bound (the learner's and the workers' speeds set it)"]
     )
     return [
+        *_replay_item_notes(params),
         f"shards: {n} Ray actor{'s' if n != 1 else ''}, {kind}, FIFO",
         f"  per shard: {span(caps)} env steps, sampled once holding {span(starts)}",
         f"  a dead shard {dead}",
@@ -520,6 +533,7 @@ register_resource_kind(
         ReplayBufferParams,
         doc=(ReplayBufferParams.__doc__ or "").strip(),
         needs_writer_and_reader=True,
+        notes=_replay_item_notes,
     )
 )
 register_resource_kind(

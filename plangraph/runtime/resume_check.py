@@ -56,6 +56,8 @@ _STATE_PARAMS: dict[str, dict[tuple[str, ...], str]] = {
     "ReplayBuffer": {
         ("capacity",): "the saved buffer is restored only into one of the same capacity",
         ("prioritized",): "uniform and prioritized replay save different state (priorities)",
+        ("item",): "a buffer of sequences keeps priorities at sequences' first rows only, a "
+        "buffer of transitions at every row",
     },
 }
 # Where a checkpoint's state tree keeps each resource's state (Algorithm.save).
