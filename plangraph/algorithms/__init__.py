@@ -10,6 +10,19 @@ registers them all; it imports no torch.
 
 from __future__ import annotations
 
-from plangraph.algorithms import a2c, appo, bc, ddpg, dqn, impala, marwil, pg, ppo, sac, td3
+from plangraph.algorithms import (
+    a2c,
+    appo,
+    bc,
+    cql,
+    ddpg,
+    dqn,
+    impala,
+    marwil,
+    pg,
+    ppo,
+    sac,
+    td3,
+)
 
-__all__ = ["a2c", "appo", "bc", "ddpg", "dqn", "impala", "marwil", "pg", "ppo", "sac", "td3"]
+__all__ = ["a2c", "appo", "bc", "cql", "ddpg", "dqn", "impala", "marwil", "pg", "ppo", "sac", "td3"]
