@@ -14,6 +14,7 @@ __all__ = ["IMPALAConfig", "VTraceConfig"]
 class VTraceConfig(ActorCriticConfig):
     """Shared settings of the V-trace learners (Espeholt et al. 2018, eq. 1 and sec. 4.2)."""
 
+    dataset_columns: ClassVar[tuple[str, ...] | None] = ("action_logp", "next_obs", "segment_ends")
     learns_from: ClassVar[str] = (
         "whole trajectory segments in sampling order (V-trace runs along each segment and "
         "bootstraps at its end)"

@@ -14,6 +14,13 @@ __all__ = ["PPOConfig"]
 class PPOConfig(ActorCriticConfig):
     """Proximal policy optimisation with the clipped surrogate (Schulman et al. 2017, eq. 7)."""
 
+    dataset_columns: ClassVar[tuple[str, ...] | None] = (
+        "action_logp",
+        "action_dist_inputs",
+        "vf_preds",
+        "advantages",
+        "value_targets",
+    )
     algo: Literal["ppo"] = "ppo"
     recurrent_models: ClassVar[bool] = True
     gae_lambda: float = Field(0.95, ge=0.0, le=1.0, description="GAE lambda.")
