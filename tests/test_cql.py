@@ -292,7 +292,7 @@ def test_cql_learns_pendulum_from_a_recorded_sac_run(tmp_path: Path) -> None:
     assert recorded["counters"]["num_env_steps_recorded"] == 25_600
     compiled = plangraph.compile(ROOT / "plans" / "cql.json", config={"dataset": str(data)})
     with plangraph.build(
-        compiled, seed=0, evaluation_interval=15_000, evaluation_episodes=10
+        compiled, seed=0, evaluation_interval=10_000, evaluation_episodes=10
     ) as algo:
-        result = algo.run(max_iterations=15_000)
+        result = algo.run(max_iterations=10_000)
     assert result["evaluation"]["episode_return_mean"] >= -400.0
