@@ -82,7 +82,7 @@ def test_ops_describes_policies_and_the_set_paths(capsys: pytest.CaptureFixture[
     assert {p["name"]: p["default"] for p in data["params"]}["n_step"] == 1
     rc, out, _ = _run(capsys, "ops")
     assert (
-        "policies (a WorkerSet's policy.algo): a2c, appo, bc, ddpg, dqn, impala, marwil, pg, "
+        "policies (a WorkerSet's policy.algo): a2c, appo, bc, cql, ddpg, dqn, impala, marwil, pg, "
         "ppo, sac, td3" in out
     )
 

@@ -434,3 +434,70 @@ def test_the_reader_adds_each_rows_discounted_return_to_go_over_its_whole_episod
     )
     assert sorted(got) == rows["t"].tolist()
     np.testing.assert_allclose([got[t] for t in rows["t"].tolist()], want, rtol=1e-5)
+
+
+# -- plangraph validate --datasets ----------------------------------------------------------
+
+
+def test_validate_datasets_reports_what_run_refuses_at_the_path(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The same check as ``plangraph run``'s before launch, as PG198 diagnostics: the same
+    message and hint, located where the plan gives the dataset's path; off without
+    ``--datasets``."""
+    from plangraph import cli
+
+    _record(tmp_path / "pendulum", [_batch(16, box=True)])  # no next_obs, Pendulum rows
+    cases = [("bc.json", "column 'obs'"), ("cql.json", "'next_obs'")]
+    for plan, column in cases:
+        sets = [f"--set=dataset={tmp_path / 'pendulum'}", "--set=train_batch_size=32"]
+        argv = ["validate", "--format=json", "--datasets", f"plans/{plan}", *sets]
+        rc = cli.main(argv)
+        data = json.loads(capsys.readouterr().out)
+        (d,) = data["plans"][0]["diagnostics"]
+        assert rc == 1 and d["code"] == "PG198" and d["node"] == "read"
+        assert d["pointer"] == "/resources/offline/params/path" and column in d["message"]
+        assert d["file"] == f"plans/{plan}" and d["line"] is not None
+        overrides = {"dataset": str(tmp_path / "pendulum"), "train_batch_size": 32}
+        with pytest.raises(BuildError) as err:
+            plangraph.build(plangraph.compile(ROOT / "plans" / plan, config=overrides))
+        assert str(err.value) == f"{d['message']}; {d['hint']}"  # what run prints
+        assert cli.main(argv[:2] + argv[3:]) == 0  # without --datasets: not read
+        capsys.readouterr()
+    rc = cli.main(["validate", "--datasets", "plans/cql.json", f"--set=dataset={tmp_path}/no"])
+    out = capsys.readouterr().out
+    assert rc == 1 and "plans/cql.json:39:17: error PG198 [dataset] resource 'offline'" in out
+    assert "does not exist" in out and "  at /resources/offline/params/path" in out
+
+
+def test_validate_datasets_reads_footers_only_without_ray_or_torch(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    _record(tmp_path / "data", [_batch(64, box=True)])
+    code = (
+        "import sys\n"
+        "from plangraph.cli import main\n"
+        f"rc = main(['validate', '--quiet', '--datasets', 'plans/bc.json', "
+        f"'--set=dataset={tmp_path / 'data'}'])\n"
+        "print(rc, sorted(m for m in ('ray', 'torch') if m in sys.modules))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert proc.stdout.strip().splitlines()[-1] == "1 []", proc.stderr
+    assert "PG198" in proc.stdout
+
+
+def test_each_builtin_algorithm_declares_the_dataset_columns_its_learner_reads() -> None:
+    """``dataset_columns`` (torch-free, read by validate) is the learner's ``loss_columns``
+    less the optional, derived and always recorded ones (what run checks)."""
+    from plangraph.ops.algorithms import algorithms
+    from plangraph.rl.offline import DERIVED_COLUMNS, REQUIRED_COLUMNS
+    from plangraph.rl.policies import policy_class
+
+    for name, spec in sorted(algorithms().items()):
+        learner = policy_class(spec.config())
+        skip = (*learner.optional_loss_columns, *DERIVED_COLUMNS, *REQUIRED_COLUMNS)
+        expected = tuple(c for c in learner.loss_columns if c not in skip)
+        assert spec.config.dataset_columns == expected, name

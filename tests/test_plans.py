@@ -23,6 +23,7 @@ NAMES = (
     "apex_ddpg",
     "appo",
     "bc",
+    "cql",
     "ddpg",
     "dqn",
     "impala",

@@ -3,12 +3,15 @@
 of recording on sampling.
 
 ``read``: writes a synthetic dataset of ``--rows`` rows (``--obs-dim`` float32 observations
-per row, so ``rows * (4 * obs_dim + 33)`` bytes of rows) with ``ExperienceWriter``, starts
-Ray with an object store of ``--object-store-mb`` MiB, and reads one epoch with
-``OfflineDataset`` (shuffled through a ``--shuffle-buffer`` row buffer) with 1 reader (the
-driver) and with 2 reader actors. Prints rows/s, the driver's peak RSS growth while
-reading and each reader actor's peak RSS (MiB). The dataset must be at least 4x the object
-store for the figure issue 32 asks for (the script says whether it is).
+per row, so ``rows * (4 * obs_dim + 33)`` bytes of rows; random, so zstd does not shrink
+them) with ``ExperienceWriter``, starts Ray with an object store of ``--object-store-mb``
+MiB, and reads one epoch with ``OfflineDataset`` (shuffled through a ``--shuffle-buffer``
+row buffer) with 1 reader (the driver) and with 2 reader actors. Prints rows/s and, at a
+quarter, half, three quarters and all of the epoch, the driver's peak RSS growth since the
+read began and the reader actors' peak RSS so far (MiB): bounded memory shows as figures
+that stop growing while the rows read keep growing. The dataset must be at least 4x the
+object store for the figure issue 32 asks for (the script says whether it is). The
+dataset is deleted at the end unless ``--dir`` names where to keep it.
 
 ``record``: one local ``RolloutWorker`` (CartPole-v1, PPO, ``--envs`` sub-envs x
 ``--fragment`` steps) samples ``--fragments`` fragments, then as many again each recorded
@@ -17,8 +20,8 @@ the overhead of recording (best of ``--repeats``).
 
 Usage::
 
-    .venv/bin/python tools/bench_offline.py read --rows 120000 --obs-dim 1024 \\
-        --object-store-mb 100
+    .venv/bin/python tools/bench_offline.py read --rows 80000 --obs-dim 4096 \\
+        --object-store-mb 256 --shuffle-buffer 2000 --batch-size 256
     .venv/bin/python tools/bench_offline.py record --fragments 100
 """
 
@@ -26,10 +29,12 @@ from __future__ import annotations
 
 import argparse
 import resource
+import shutil
 import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -67,8 +72,13 @@ def write_dataset(path: Path, rows: int, obs_dim: int, chunk: int = 4096) -> int
     return rows * (4 * obs_dim + 8 + 4 + 1 + 1 + 8 + 8 + 4 - 1)
 
 
-def read_epoch(path: Path, readers: int, batch_size: int, buffer: int) -> dict[str, float]:
-    """One epoch of ``path`` with ``readers`` readers: rows/s and peak memory (MiB)."""
+QUARTERS = (0.25, 0.5, 0.75, 1.0)
+
+
+def read_epoch(path: Path, readers: int, batch_size: int, buffer: int) -> dict[str, Any]:
+    """One epoch of ``path`` with ``readers`` readers: rows/s, and the driver's peak RSS
+    growth and the readers' largest peak RSS (MiB) when each of ``QUARTERS`` of the epoch
+    was read."""
     info = inspect_dataset(str(path))
     dataset = OfflineDataset(info, shuffle_buffer_size=buffer, num_readers=readers, seed=0)
     base = _rss_bytes()
@@ -82,12 +92,20 @@ def read_epoch(path: Path, readers: int, batch_size: int, buffer: int) -> dict[s
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
     rows = 0
+    marks = [int(q * info.num_rows) for q in QUARTERS]
+    driver_at: list[float] = []
+    readers_at: list[float] = []
     start = time.perf_counter()
     try:
         for columns in dataset.batches(batch_size):
             if columns is None:
                 break
             rows += len(columns["rewards"])
+            while len(driver_at) < len(marks) and rows >= marks[len(driver_at)]:
+                peak[0] = max(peak[0], _rss_bytes())
+                driver_at.append((peak[0] - base) / 2**20)
+                got = dataset.reader_peak_rss_bytes() if readers > 1 else []
+                readers_at.append(max(got, default=0) / 2**20)
         elapsed = time.perf_counter() - start
         reader_peaks = dataset.reader_peak_rss_bytes() if readers > 1 else []
     finally:
@@ -101,16 +119,27 @@ def read_epoch(path: Path, readers: int, batch_size: int, buffer: int) -> dict[s
         "driver_peak_growth_mib": (peak[0] - base) / 2**20,
         "reader_peak_mib": max(reader_peaks, default=0) / 2**20,
         "seconds": elapsed,
+        "driver_at": driver_at,
+        "readers_at": readers_at,
     }
 
 
 def bench_read(args: argparse.Namespace) -> None:
+    root = Path(args.dir or tempfile.mkdtemp(prefix="bench_offline_"))
+    try:
+        _bench_read(args, root / "data")
+    finally:
+        if not args.dir:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def _bench_read(args: argparse.Namespace, data: Path) -> None:
     import ray
 
-    root = Path(args.dir or tempfile.mkdtemp(prefix="bench_offline_"))
-    data = root / "data"
     if not data.exists():
+        start = time.perf_counter()
         nbytes = write_dataset(data, args.rows, args.obs_dim)
+        print(f"wrote the dataset in {time.perf_counter() - start:,.0f} s")
     else:
         nbytes = args.rows * (4 * args.obs_dim + 33)
     on_disk = sum(p.stat().st_size for p in data.glob("*.parquet"))
@@ -123,13 +152,20 @@ def bench_read(args: argparse.Namespace) -> None:
         f"({on_disk / 2**20:,.0f} MiB of Parquet), object store {args.object_store_mb} MiB: "
         f"{nbytes / store:.1f}x the store ({'>=' if nbytes >= 4 * store else 'BELOW'} 4x)"
     )
-    print(f"{'readers':>8} {'rows/s':>10} {'driver peak +MiB':>17} {'reader peak MiB':>16}")
+    print(
+        f"one epoch, batches of {args.batch_size}, shuffle buffer {args.shuffle_buffer:,} rows; "
+        "memory when 1/4, 1/2, 3/4 and all of the epoch was read:"
+    )
+    print(
+        f"{'readers':>8} {'rows/s':>8} {'s':>6}  {'driver peak RSS growth, MiB':<27}  "
+        "reader actors' peak RSS, MiB"
+    )
     for readers in args.readers:
         r = read_epoch(data, readers, args.batch_size, args.shuffle_buffer)
-        reader = f"{r['reader_peak_mib']:,.0f}" if readers > 1 else "(driver)"
+        driver = " / ".join(f"{v:,.0f}" for v in r["driver_at"])
+        reader = " / ".join(f"{v:,.0f}" for v in r["readers_at"]) if readers > 1 else "(driver)"
         print(
-            f"{readers:>8} {r['rows_per_s']:>10,.0f} {r['driver_peak_growth_mib']:>17,.0f} "
-            f"{reader:>16}"
+            f"{readers:>8} {r['rows_per_s']:>8,.0f} {r['seconds']:>6,.0f}  {driver:<27}  {reader}"
         )
     ray.shutdown()
 
@@ -174,7 +210,11 @@ def main() -> None:
     r.add_argument("--batch-size", type=int, default=512)
     r.add_argument("--shuffle-buffer", type=int, default=10_000)
     r.add_argument("--readers", type=int, nargs="+", default=[1, 2])
-    r.add_argument("--dir", help="keep the dataset here (default: a temporary folder)")
+    r.add_argument(
+        "--dir",
+        help="write (or reuse) and keep the dataset here (default: a temporary folder, "
+        "deleted at the end)",
+    )
     w = sub.add_parser("record", help="the cost of recording on sampling")
     w.add_argument("--envs", type=int, default=8)
     w.add_argument("--fragment", type=int, default=64)

@@ -4,6 +4,8 @@ Exit status: 0 when every plan is free of errors (warnings allowed), 1 when any 
 errors (each printed as a located diagnostic), 2 on usage errors (e.g. a missing file).
 Imports neither ray nor torch (``--address`` imports ray). ``--replay-memory`` also sizes
 the replay from the env's spaces (PG185; makes one env per env id, so it imports gymnasium).
+``--datasets`` also checks each ``OfflineData`` dataset as ``plangraph run`` does before
+launch (PG198: its Parquet footers against the env and the learner's columns).
 """
 
 from __future__ import annotations
@@ -41,6 +43,14 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "(makes one env per env id) and report PG185 where the replay cannot fit in the "
         "target machine's memory (--memory SIZE, --address) or, by default, in the memory "
         "available on this machine",
+    )
+    p.add_argument(
+        "--datasets",
+        action="store_true",
+        help="also read each OfflineData dataset's Parquet footers (no rows) and check its "
+        "columns against the env and the learner of each ReadExperiences reading it, as "
+        "plangraph run does before launch (PG198; makes one env per worker set, so it "
+        "imports gymnasium and pyarrow)",
     )
     return p
 
@@ -202,6 +212,32 @@ def _memory_diagnostics(compiled: Any, capacity: Any, explicit: bool) -> list[An
     return replay_memory_diagnostics(compiled, estimates, available, where)
 
 
+def _dataset_diagnostics(compiled: Any) -> list[Any]:
+    """PG198 for each ``OfflineData`` dataset that ``plangraph run`` would refuse before
+    launch (``plangraph.runtime.dataset_check``: the same check, on the footers only); the
+    learner's columns are the algorithm's torch-free ``dataset_columns``."""
+    from plangraph.rl.row_layout import env_spaces
+    from plangraph.rl.wrappers import with_wrappers
+    from plangraph.runtime.dataset_check import check_datasets
+
+    if not compiled.ok:
+        return []
+    params = {rid: res.params for rid, res in compiled.resources.items()}
+    worker_sets = {
+        rid: params[rid] for rid, res in compiled.resources.items() if res.kind == "WorkerSet"
+    }
+
+    def spaces(rid: str) -> tuple[Any, Any]:
+        ws = worker_sets[rid]
+        return env_spaces(with_wrappers(ws.env, ws.wrappers))
+
+    def needed(policy: Any) -> tuple[str, ...]:
+        return type(policy).dataset_columns or ()
+
+    _infos, problems = check_datasets(compiled, params, worker_sets, spaces, needed)
+    return [p.diagnostic(compiled) for p in problems]
+
+
 def add_config_option(p: argparse.ArgumentParser) -> None:
     # --set is the spelling `plangraph run` uses; -c/--config stays for existing scripts.
     p.add_argument(
@@ -334,6 +370,8 @@ def run(args: argparse.Namespace) -> int:
             continue
         explicit = args.memory is not None or args.address is not None
         extra = _memory_diagnostics(compiled, capacity, explicit) if args.replay_memory else []
+        if args.datasets:
+            extra += _dataset_diagnostics(compiled)
         ok = compiled.ok and not extra
         failed |= not ok
         results.append(

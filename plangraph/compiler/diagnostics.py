@@ -222,6 +222,13 @@ CODES: dict[str, tuple[str, Severity, str]] = {
         "A replay buffer that, full, needs more memory than the machine or cluster has (a "
         "lower bound from the env's spaces).",
     ),
+    "PG198": (
+        "dataset",
+        "error",
+        "An OfflineData dataset that is missing or unreadable, or whose columns do not fit "
+        "the env or the learner of a ReadExperiences reading it (validate --datasets reads "
+        "the Parquet footers only; plangraph run checks the same before launch).",
+    ),
     "PG199": (
         "internal-check-error",
         "error",

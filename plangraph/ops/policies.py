@@ -297,6 +297,14 @@ class AlgorithmConfig(BaseModel):
     replay_item: ClassVar[str] = "transition"
     #: observation spaces its models read (PG184): a ``Box`` of any dtype and shape
     observation_spaces: ClassVar[frozenset[str]] = frozenset({"Box"})
+    #: the columns its learner's loss reads from a recorded dataset (``ReadExperiences``)
+    #: besides those every recording has (``obs, actions, rewards, terminateds,
+    #: truncateds, eps_id, t``) and those the reader adds (``returns``): the torch-free
+    #: twin of the learner's ``loss_columns`` (less its optional ones), so that
+    #: ``plangraph validate --datasets`` checks a dataset as ``plangraph run`` does (tests
+    #: keep the two equal for the built-ins); None: not declared (validate then checks the
+    #: recorded columns and the env's spaces only, run the learner's columns too)
+    dataset_columns: ClassVar[tuple[str, ...] | None] = None
     #: the batches its loss is correct on (said when a plan feeds it others)
     learns_from: ClassVar[str] = (
         "whole fresh rollout fragments (advantages and value targets computed by GAE when "

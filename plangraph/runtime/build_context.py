@@ -203,49 +203,36 @@ def _check_datasets(
         BuildError: the dataset is missing, empty or unreadable, or a column does not fit
             (names the node, the resource's JSON path and the column).
     """
-    from plangraph.errors import DatasetError
-    from plangraph.rl.offline import inspect_dataset
+    from plangraph.runtime.dataset_check import check_datasets
 
-    infos: dict[str, Any] = {}
-    for rid, res in sorted(compiled.resources.items()):
-        if res.kind != "OfflineData":
-            continue
-        p = _params_as(rid, params[rid], OfflineDataParams)
-        try:
-            infos[rid] = inspect_dataset(p.path)
-        except DatasetError as exc:
-            raise BuildError(f"resource {rid!r} (/resources/{rid}/params/path): {exc}") from exc
-    for nid, node in compiled.nodes.items():
-        if node.op != "ReadExperiences" or node.params is None:
-            continue
-        read: Any = node.params  # ReadExperiencesParams
-        rid, ws_id = resource_id(read.dataset), resource_id(read.workers)
-        ws = worker_set_params.get(ws_id)
-        if rid not in infos or ws is None or ws.policy is None or ws_id not in envs:
-            continue
-        obs_space, act_space = _driver_spaces(ws_id, ws.env, envs[ws_id])
-        from plangraph.rl.offline import DERIVED_COLUMNS, check_layout
+    def needed(policy: Any) -> list[str]:
+        from plangraph.rl.offline import DERIVED_COLUMNS
         from plangraph.rl.policies import policy_class
 
-        learner = policy_class(ws.policy)
+        learner = policy_class(policy)
         # Every column the learner's loss reads, but those ReadExperiences adds itself
         # (returns) and those it may lack (PPO's advantages: a dataset has none, so an
         # on-policy learner is refused here rather than at its first train step).
-        needed = [
+        return [
             c
             for c in learner.loss_columns
             if c not in learner.optional_loss_columns and c not in DERIVED_COLUMNS
         ]
-        problems = check_layout(infos[rid], obs_space, act_space, needed)
-        if problems:
-            lines = "; ".join(msg for _col, msg in problems)
-            raise BuildError(
-                f"node {nid!r} reads dataset {infos[rid].path!r} (resource {rid!r}, "
-                f"/resources/{rid}/params/path) for worker set {ws_id!r} (env {ws.env!r}, "
-                f"algo {ws.policy.algo!r}): {lines}; record the dataset in this env (plangraph "
-                "run PLAN --record DIR) or give a dataset with these columns "
-                "(docs/offline.md has the schema)"
-            )
+
+    offline = {
+        rid: _params_as(rid, params[rid], OfflineDataParams)
+        for rid, res in compiled.resources.items()
+        if res.kind == "OfflineData"
+    }
+    infos, problems = check_datasets(
+        compiled,
+        offline,
+        {rid: p for rid, p in worker_set_params.items() if rid in envs},
+        lambda rid: _driver_spaces(rid, worker_set_params[rid].env, envs[rid]),
+        needed,
+    )
+    if problems:
+        raise BuildError("\n".join(p.error_text() for p in problems))
     return infos
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field
 
@@ -14,6 +14,7 @@ __all__ = ["A2CConfig"]
 class A2CConfig(ActorCriticConfig):
     """Advantage actor-critic (Mnih et al. 2016, synchronous): one optimizer step per batch."""
 
+    dataset_columns: ClassVar[tuple[str, ...] | None] = ("advantages", "value_targets")
     algo: Literal["a2c"] = "a2c"
     lr: float = Field(1e-3, gt=0.0, description="Adam learning rate (per optimizer step).")
     gae_lambda: float = Field(1.0, ge=0.0, le=1.0, description="GAE lambda (1.0 = MC returns).")

@@ -30,6 +30,7 @@ class DeterministicActorCriticConfig(AlgorithmConfig):
     ``lr_schedule``, which drives the optimizers without a fixed rate of their own).
     """
 
+    dataset_columns: ClassVar[tuple[str, ...] | None] = ("next_obs",)
     learns_from: ClassVar[str] = "single transitions (obs, actions, rewards, next_obs)"
     capabilities: ClassVar[frozenset[str]] = frozenset({"target_network", "replay"})
     action_spaces: ClassVar[frozenset[str]] = frozenset({"Box"})

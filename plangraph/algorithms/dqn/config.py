@@ -14,6 +14,7 @@ __all__ = ["DQNConfig", "per_worker_epsilon"]
 class DQNConfig(AlgorithmConfig):
     """DQN (Mnih et al. 2015) with double-Q targets (van Hasselt et al. 2016) and Huber loss."""
 
+    dataset_columns: ClassVar[tuple[str, ...] | None] = ("next_obs",)
     algo: Literal["dqn"] = "dqn"
     learns_from: ClassVar[str] = "single transitions (obs, actions, rewards, next_obs)"
     capabilities: ClassVar[frozenset[str]] = frozenset({"gradients", "target_network", "replay"})

@@ -15,7 +15,7 @@ class VTraceConfig(ActorCriticConfig):
     """Shared settings of the V-trace learners (Espeholt et al. 2018, eq. 1 and sec. 4.2)."""
 
     capabilities: ClassVar[frozenset[str]] = frozenset({"gradients", "off_policy_batches"})
-
+    dataset_columns: ClassVar[tuple[str, ...] | None] = ("action_logp", "next_obs", "segment_ends")
     learns_from: ClassVar[str] = (
         "whole trajectory segments in sampling order (V-trace runs along each segment and "
         "bootstraps at its end)"

@@ -17,6 +17,7 @@ class MARWILConfig(ActorCriticConfig):
     cloning. Learns from recorded experience (``ReadExperiences``), whose ``returns``
     column (discounted return to go, with this ``gamma``) the reader adds."""
 
+    dataset_columns: ClassVar[tuple[str, ...] | None] = ()
     algo: Literal["marwil"] = "marwil"
     lr: float = Field(1e-3, gt=0.0, description="Learning rate (per optimizer step).")
     beta: float = Field(

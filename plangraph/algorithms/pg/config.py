@@ -14,6 +14,7 @@ __all__ = ["PGConfig"]
 class PGConfig(ActorCriticConfig):
     """REINFORCE with a learned value baseline (Williams 1992): Monte-Carlo returns to go."""
 
+    dataset_columns: ClassVar[tuple[str, ...] | None] = ("value_targets",)
     algo: Literal["pg"] = "pg"
     lr: float = Field(1e-3, gt=0.0, description="Learning rate (per optimizer step).")
     vf_loss_coeff: float = Field(

@@ -14,6 +14,13 @@ __all__ = ["PPOConfig"]
 class PPOConfig(ActorCriticConfig):
     """Proximal policy optimisation with the clipped surrogate (Schulman et al. 2017, eq. 7)."""
 
+    dataset_columns: ClassVar[tuple[str, ...] | None] = (
+        "action_logp",
+        "action_dist_inputs",
+        "vf_preds",
+        "advantages",
+        "value_targets",
+    )
     algo: Literal["ppo"] = "ppo"
     recurrent_models: ClassVar[bool] = True
     capabilities: ClassVar[frozenset[str]] = frozenset({"gradients", "kl_penalty"})

@@ -21,6 +21,7 @@ class SACConfig(AlgorithmConfig):
     actor, the critics and alpha, gamma 0.99, target entropy -dim(A), no gradient clipping.
     """
 
+    dataset_columns: ClassVar[tuple[str, ...] | None] = ("next_obs",)
     algo: Literal["sac"] = "sac"
     learns_from: ClassVar[str] = "single transitions (obs, actions, rewards, next_obs)"
     capabilities: ClassVar[frozenset[str]] = frozenset({"gradients", "target_network", "replay"})

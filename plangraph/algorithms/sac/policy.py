@@ -222,12 +222,21 @@ class SACPolicy(TorchPolicy[SACConfig]):
             y = np.tanh(u)
         return (self._centre + self._half * y).astype(np.float32), {}
 
-    def _to_unit(self, actions: torch.Tensor) -> torch.Tensor:
-        """Env actions -> ``y`` in [-1, 1] (what the critics read)."""
+    def to_unit(self, actions: torch.Tensor) -> torch.Tensor:
+        """Env actions ``[B, D]`` -> float32 ``y = (a - c) / h`` in [-1, 1] ``[B, D]``
+        (what the critics read), clamped to the bounds."""
         return torch.clamp((actions.float() - self._centre_t) / self._half_t, -1.0, 1.0)
 
     # --- learning ---------------------------------------------------------------------
-    def _sample(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    @property
+    def generator(self) -> torch.Generator:
+        """The learner's torch generator (its noise draws): seeded by the policy's seed,
+        saved in its state, apart from torch's global RNG."""
+        return self._torch_gen
+
+    def sample(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """A reparametrised draw ``y ~ pi(.|s)`` for ``obs [B, obs_dim]`` and its
+        ``log pi(y|s)``: float32 ``[B, D]`` and ``[B]`` (``squashed_sample``)."""
         mean, log_std = self.model.pi(obs)
         # seeded like the rest of the policy, without touching torch's global RNG
         eps = torch.randn(mean.shape, generator=self._torch_gen)
@@ -242,7 +251,7 @@ class SACPolicy(TorchPolicy[SACConfig]):
         obs, next_obs = t[_SB.OBS], t[_SB.NEXT_OBS]
         alpha = m.log_alpha.exp().detach()
         with torch.no_grad():
-            next_y, next_logp = self._sample(next_obs)
+            next_y, next_logp = self.sample(next_obs)
             next_q = q_values(self.target_critics, next_obs, next_y).min(dim=0).values
             if _SB.N_STEPS in t:
                 discount = torch.pow(cfg.gamma, t[_SB.N_STEPS].float())
@@ -250,13 +259,13 @@ class SACPolicy(TorchPolicy[SACConfig]):
                 discount = torch.tensor(cfg.gamma)
             not_done = 1.0 - t[_SB.TERMINATEDS].float()
             target = t[_SB.REWARDS].float() + discount * not_done * (next_q - alpha * next_logp)
-        q = q_values(m.critics(), obs, self._to_unit(t[_SB.ACTIONS]))
+        q = q_values(m.critics(), obs, self.to_unit(t[_SB.ACTIONS]))
         per_row = 0.5 * ((q - target) ** 2).sum(0)
         if _SB.WEIGHTS in t:
             per_row = t[_SB.WEIGHTS].float() * per_row
         critic_loss = per_row.mean()
 
-        y, logp = self._sample(obs)
+        y, logp = self.sample(obs)
         q_pi = q_values(m.critics(), obs, y).min(dim=0).values
         actor_loss = (alpha * logp - q_pi).mean()
         alpha_loss = -(m.log_alpha * (logp.detach() + self.target_entropy)).mean()
