@@ -83,7 +83,7 @@ def test_ops_describes_policies_and_the_set_paths(capsys: pytest.CaptureFixture[
     rc, out, _ = _run(capsys, "ops")
     assert (
         "policies (a WorkerSet's policy.algo): a2c, appo, bc, cql, ddpg, dqn, impala, marwil, pg, "
-        "ppo, sac, td3" in out
+        "ppo, r2d2, sac, td3" in out
     )
 
 

@@ -38,6 +38,8 @@ class R2D2Config(AlgorithmConfig):
     capabilities: ClassVar[frozenset[str]] = frozenset({"gradients", "target_network", "replay"})
     recurrent_models: ClassVar[bool] = True
     replay_item: ClassVar[str] = "sequence"
+    #: a dataset for it must hold the sequence cuts a rollout worker makes (validate)
+    dataset_columns: ClassVar[tuple[str, ...] | None] = ("next_obs", "seq_len")
 
     activation: Literal["tanh", "relu"] = Field("relu", description="Hidden activation.")
     lr: float = Field(1e-3, gt=0.0, description="Adam learning rate (per optimizer step).")
