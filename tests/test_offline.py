@@ -6,6 +6,7 @@ greedy evaluation online. Real Parquet files in tmp_path, real Ray, real envs an
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -254,6 +255,45 @@ def test_nan_rewards_stop_the_first_read_naming_the_column(tmp_path: Path) -> No
         DatasetError, match=r"t-.*-000000\.parquet', row group 0: column 'rewards' holds NaN"
     ):
         next(dataset.batches(16))
+
+
+def test_nan_rewards_in_a_later_file_stop_the_run_and_keep_its_checkpoints(
+    tmp_path: Path,
+) -> None:
+    """A run reads good files for some iterations, then a file whose rewards hold NaN: it
+    stops with a non-zero status naming that file, its row group and the column, and the
+    checkpoints of the iterations before stay complete and loadable."""
+    import subprocess
+    import sys
+
+    from plangraph.runtime.algorithm import Checkpoint
+    from plangraph.runtime.run_loop import latest_checkpoint
+
+    data = tmp_path / "data"
+    _record(data, [_batch(64, 64 * k) for k in range(3)])  # t-*.parquet, read first
+    bad = _batch(32, 1000)
+    bad["rewards"][7] = np.nan
+    writer = ExperienceWriter(str(data), metadata={"env": "CartPole-v1"}, prefix="zz")
+    for columns in record_columns(bad):
+        writer.write(columns)
+    writer.close()
+    run_dir = tmp_path / "run"
+    proc = subprocess.run(
+        [
+            sys.executable, "-m", "plangraph", "run", str(ROOT / "plans" / "bc.json"),
+            f"--set=dataset={data}", "--set=shuffle_buffer_size=0", "--set=train_batch_size=32",
+            "--max-iterations=50", "--checkpoint-every=1", f"--out={run_dir}", "--no-progress",
+        ],
+        cwd=tmp_path, capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    err = proc.stderr
+    assert proc.returncode != 0, err[-3000:]
+    assert re.search(r"zz-.*\.parquet', row group 0: column 'rewards' holds NaN", err), err[-3000:]
+    kept = latest_checkpoint(run_dir)
+    assert kept is not None, err[-3000:]
+    # Without shuffling the 192 good rows are read first (the NaN file sorts last).
+    assert Checkpoint.load(kept).meta.iteration >= 1
+    assert not list((run_dir / "checkpoints").glob("*.tmp"))
 
 
 # -- shuffling and sharding -----------------------------------------------------------------
