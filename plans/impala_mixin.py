@@ -22,7 +22,7 @@ Settings are ``plans/impala``'s (CartPole-v1, 2 rollout workers) but for the lea
 halved to 5e-4 (RLlib's IMPALA default): with replay the learner makes twice the updates per
 sampled env step, and at ``plans/impala``'s 1e-3 seed 0 collapsed to a one-action policy
 (return 325 -> 9 near 316k env steps, never recovered within 1M; seeds 1 and 2 solved), where
-5e-4 solved seeds 0-2. ``tools/train_all.py`` prints the learning table.
+5e-4 solved seeds 0-4 (the learning table). ``tools/train_all.py`` prints the learning table.
 """
 
 from plangraph import Plan, PlanConfig

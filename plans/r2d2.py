@@ -24,8 +24,8 @@ Settings (tuned for StatelessCartPole with 2 rollout workers): rounds of 1,024 e
 (2 workers x 8 sub-envs x 64), then ``train_steps_per_rollout`` updates of
 ``train_batch_size`` sequences each; sequences of 40 env steps (burn-in 10, overlap 20);
 5-step targets, gamma 0.99; prioritized replay alpha 0.9, beta 0.6 (constant, as in the
-paper) over 100,000 env steps; target sync every 8,192 env steps sampled (64 updates);
-lr 1e-3; epsilon 1.0 -> 0.02 over 20,000 env steps; an LSTM of 64 units on a 64-unit
+paper) over 100,000 env steps; target sync every 2,048 env steps sampled (64 updates);
+lr 1e-3; epsilon 1.0 -> 0.02 over 50,000 env steps; an LSTM of 64 units on a 64-unit
 ReLU layer, reading the previous action. ``model`` is a config key: ``tools/train_all.py``
 also measures the plan with an MLP (``r2d2_mlp``), which cannot see the velocities.
 """

@@ -515,7 +515,8 @@ def plan_page(name: str, rows: list[dict[str, str]]) -> str:
     ]
     parts += [f"| `{k}` | `{cell(js(v))}` |" for k, v in sorted(plan.get("config", {}).items())]
     parts += ["", "## Learning result", ""]
-    mine = [r for r in rows if r.get("plan") == f"`{name}`"]
+    # A row's plan cell is the plan's name in backticks, maybe followed by what it varies.
+    mine = [r for r in rows if r.get("plan", "").split(" ", 1)[0] == f"`{name}`"]
     if mine:
         header = list(mine[0])
         parts += [

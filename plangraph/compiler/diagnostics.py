@@ -83,7 +83,8 @@ CODES: dict[str, tuple[str, Severity, str]] = {
         "on-policy-from-replay",
         "error",
         "An on-policy algorithm (a2c, ppo, impala, appo), or a recurrent model, trained "
-        "on replayed batches (from MixInReplay: an algorithm without V-trace).",
+        "on batches from a replay buffer; or an algorithm without V-trace (a2c, ppo) fed "
+        "old batches by MixInReplay (impala and appo correct those).",
     ),
     "PG172": (
         "train-without-replay",

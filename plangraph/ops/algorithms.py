@@ -94,8 +94,8 @@ def register_algorithm(
             is ``Literal[name]`` with default ``name``.
         policy: its learner: a subclass of ``plangraph.rl.policy.TorchPolicy`` whose
             ``config_type`` is ``config``, or ``"module:Class"`` text of one.
-        doc: one line for ``plangraph ops``; default: the first line of ``config``'s
-            docstring.
+        doc: one line for ``plangraph ops``; default: the first paragraph of ``config``'s
+            docstring, on one line.
         builtin: plangraph's own (listed in the committed plan schema).
 
     Registering a name again replaces the earlier entry (a module imported twice, a
@@ -126,8 +126,9 @@ def register_algorithm(
     old = _REGISTRY.get(name)
     if old is not None and old.builtin and not builtin:
         raise ValueError(f"{name!r} is a built-in algorithm; register yours under another name")
-    first = (config.__doc__ or "").strip().splitlines()
-    spec = AlgorithmSpec(name, config, policy, doc or (first[0] if first else ""), builtin)
+    # The docstring's first paragraph on one line (a summary may wrap over several lines).
+    first = " ".join((config.__doc__ or "").strip().split("\n\n", 1)[0].split())
+    spec = AlgorithmSpec(name, config, policy, doc or first, builtin)
     _REGISTRY[name] = spec
     return spec
 
