@@ -501,7 +501,8 @@ def test_validate_datasets_reports_what_run_refuses_at_the_path(
         overrides = {"dataset": str(tmp_path / "pendulum"), "train_batch_size": 32}
         with pytest.raises(BuildError) as err:
             plangraph.build(plangraph.compile(ROOT / "plans" / plan, config=overrides))
-        assert str(err.value) == f"{d['message']}; {d['hint']}"  # what run prints
+        # what run prints: the node, then the diagnostic's message and hint
+        assert str(err.value) == f"node 'read' {d['message']}; {d['hint']}"
         assert cli.main(argv[:2] + argv[3:]) == 0  # without --datasets: not read
         capsys.readouterr()
     rc = cli.main(["validate", "--datasets", "plans/cql.json", f"--set=dataset={tmp_path}/no"])

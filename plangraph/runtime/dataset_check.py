@@ -17,10 +17,6 @@ from typing import Any
 
 __all__ = ["DatasetProblem", "check_datasets"]
 
-_HINT_LAYOUT = (
-    "record the dataset in this env (plangraph run PLAN --record DIR) or give a dataset with "
-    "these columns (docs/offline.md has the schema)"
-)
 _HINT_READ = (
     "give the folder or URI of a recorded dataset (plangraph run PLAN --record DIR writes "
     "one), e.g. --set dataset=DIR"
@@ -31,7 +27,8 @@ _HINT_READ = (
 class DatasetProblem:
     """One problem of one dataset: ``resource`` (the ``OfflineData`` id), the
     ``ReadExperiences`` ``node`` it concerns (None: the dataset itself), the message
-    (naming the resource's JSON path) and a hint."""
+    (naming the resource's JSON path; without the node, which ``error_text`` and the
+    diagnostic add) and a hint."""
 
     resource: str
     node: str | None
@@ -43,8 +40,10 @@ class DatasetProblem:
         return f"/resources/{self.resource}/params/path"
 
     def error_text(self) -> str:
-        """The ``BuildError`` text ``plangraph run`` stops with."""
-        return f"{self.message}; {self.hint}" if self.node else self.message
+        """The ``BuildError`` text ``plangraph run`` stops with: the node, the message and
+        the hint (a diagnostic shows the node apart)."""
+        where = f"node {self.node!r} " if self.node else ""
+        return f"{where}{self.message}; {self.hint}"
 
     def diagnostic(self, compiled: Any) -> Any:
         """The PG198 diagnostic ``plangraph validate --datasets`` prints, located where
@@ -115,9 +114,14 @@ def check_datasets(
         if found:
             lines = "; ".join(msg for _col, msg in found)
             message = (
-                f"node {nid!r} reads dataset {infos[rid].path!r} (resource {rid!r}, "
+                f"reads dataset {infos[rid].path!r} (resource {rid!r}, "
                 f"/resources/{rid}/params/path) for worker set {ws_id!r} (env {ws.env!r}, "
                 f"algo {ws.policy.algo!r}): {lines}"
             )
-            problems.append(DatasetProblem(rid, nid, message, _HINT_LAYOUT))
+            hint = (
+                f"record it in this env with a plan whose algorithm samples the columns "
+                f"{ws.policy.algo} reads (plangraph run PLAN --record DIR; docs/offline.md "
+                "says which), or give a dataset with these columns (the schema is there too)"
+            )
+            problems.append(DatasetProblem(rid, nid, message, hint))
     return infos, problems
