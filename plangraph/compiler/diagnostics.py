@@ -146,7 +146,8 @@ CODES: dict[str, tuple[str, Severity, str]] = {
     "PG184": (
         "unsupported-observation-space",
         "error",
-        "The policy's model cannot read the env's observations.",
+        "The policy's model cannot read the env's observations, or the algorithm does "
+        "not build (or learn with) that kind of model.",
     ),
     "PG185": (
         "replay-memory",

@@ -136,13 +136,16 @@ def check_capabilities(ctx: Context) -> None:
 class SpaceProblem:
     """A policy that cannot read its env's observations or act in its actions.
 
-    ``field``: the worker set param to point at (``"policy/algo"``, ``"env"``, ...).
+    ``field``: the worker set param to point at (``"policy/algo"``, ``"env"``, ...);
+    ``env_may_fix``: whether another env is a way out (not for a model type the algorithm
+    cannot learn with, whatever the env).
     """
 
     code: str
     field: str
     message: str
     hint: str
+    env_may_fix: bool = True
 
 
 def _algos_acting_in(kind: str, bounded: bool) -> str:
@@ -228,6 +231,7 @@ def _model_problems(policy: AlgorithmConfig, spaces: EnvSpaces) -> list[SpacePro
                 f"observations {list(obs.shape)} of env {brief(spaces.env)} is a {model.type}",
                 f'give a model of type {kinds} ({{"type": "mlp", ...}} flattens any Box '
                 "observation)",
+                env_may_fix=False,
             )
         ]
     if model.recurrent and not policy.recurrent_models:
@@ -240,6 +244,7 @@ def _model_problems(policy: AlgorithmConfig, spaces: EnvSpaces) -> list[SpacePro
                 f"model is a {model.type}, which carries a state from step to step",
                 f"algorithms that learn with recurrent models: {', '.join(able) or 'none'}; "
                 'use one of them, or a model without state ({"type": "mlp", ...})',
+                env_may_fix=False,
             )
         ]
     problem = model.observation_problem(tuple(obs.shape))
@@ -273,9 +278,12 @@ def check_env_spaces(ctx: Context) -> None:
                 problem.code,
                 f"WorkerSet {brief(rid)}: {problem.message}",
                 pointer=f"/resources/{rid}/params/{problem.field}",
+                # Another env is a way out only where the env is what does not fit.
                 hint=join_hints(
                     problem.hint, ctx.config_hint(res.params, ["env"], "another env id")
-                ),
+                )
+                if problem.env_may_fix
+                else problem.hint,
             )
 
 
@@ -340,6 +348,7 @@ def check_replay_use(ctx: Context) -> None:
             readers
             and policy.model is not None
             and policy.model.recurrent
+            and policy.recurrent_models  # else PG184 said the model does not fit at all
             and policy.replay_item != "sequence"
         ):
             ctx.report(
