@@ -16,12 +16,8 @@ truncated step is the final observation of the episode. ``huber_delta(x)`` is ``
 for ``|x| <= delta`` and ``delta (|x| - delta / 2)`` beyond. The target network is a copy
 of the online net refreshed by ``update_target()``.
 
-Exploration: epsilon-greedy with epsilon annealed linearly from ``epsilon_initial`` to
-``epsilon_final`` over ``epsilon_timesteps`` env steps sampled (``set_global_vars``). With
-``per_worker_epsilon_alpha`` (Ape-X, Horgan et al. 2018, sec. 4.1) rollout worker ``i`` of
-``N`` acts with ``epsilon ** (1 + alpha * i / (N - 1))`` instead
-(``plangraph.ops.policies.per_worker_epsilon``; its ``RolloutWorker`` tells the policy
-which worker it is).
+Exploration: epsilon-greedy, annealed linearly or per rollout worker as Ape-X's
+(``plangraph.algorithms.dqn.exploration``, shared with R2D2).
 """
 
 from __future__ import annotations
@@ -33,7 +29,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from plangraph.algorithms.dqn.config import DQNConfig, per_worker_epsilon
+from plangraph.algorithms.dqn.config import DQNConfig
+from plangraph.algorithms.dqn.exploration import EpsilonGreedy
 from plangraph.ops.models import MLPModel
 from plangraph.rl.models import EncoderQNetwork, QNetwork, build_encoder, soft_update
 from plangraph.rl.policy import Stats, TorchPolicy, inference
@@ -48,23 +45,12 @@ from plangraph.rl.sample_batch import SampleBatch
 _SB = SampleBatch
 
 
-def linear_epsilon(config: DQNConfig, timestep: int) -> float:
-    """DQN's exploration epsilon after ``timestep`` env steps sampled: linear from
-    ``epsilon_initial`` to ``epsilon_final`` over ``epsilon_timesteps``, then constant."""
-    if config.epsilon_timesteps <= 0:
-        return float(config.epsilon_final)
-    frac = min(1.0, timestep / config.epsilon_timesteps)
-    return float(config.epsilon_initial + frac * (config.epsilon_final - config.epsilon_initial))
-
-
-class DQNPolicy(TorchPolicy[DQNConfig]):
+class DQNPolicy(EpsilonGreedy, TorchPolicy[DQNConfig]):
     """DQN policy: online Q-network, target Q-network, epsilon-greedy exploration."""
 
     config_type = DQNConfig
     model: QNetwork | EncoderQNetwork
 
-    #: (worker, num_workers) of the rollout worker acting with this copy (Ape-X exploration)
-    exploration_worker: tuple[int, int] = (0, 1)
     loss_columns = TRANSITION_LOSS_COLUMNS
     optional_loss_columns = TRANSITION_OPTIONAL_COLUMNS
 
@@ -99,41 +85,7 @@ class DQNPolicy(TorchPolicy[DQNConfig]):
         """
         with inference():
             q = self.model(self.obs_tensor(obs)).cpu().numpy()
-        actions = q.argmax(axis=1).astype(np.int64)
-        if explore:
-            n = actions.shape[0]
-            rand = self._action_rng.random(n) < self.epsilon
-            if rand.any():
-                actions[rand] = self._action_rng.integers(0, self.num_actions, size=int(rand.sum()))
-        return actions, {}
-
-    # --- exploration ------------------------------------------------------------------
-    def set_exploration_worker(self, worker: int, num_workers: int) -> None:
-        """This copy acts for rollout worker ``worker`` (0-based) of ``num_workers``: with
-        ``per_worker_epsilon_alpha`` set, its epsilon is that worker's Ape-X epsilon.
-
-        Raises:
-            ValueError: ``worker`` outside ``[0, num_workers)``.
-        """
-        if not 0 <= worker < num_workers:
-            raise ValueError(f"worker {worker} is not one of {num_workers} rollout workers")
-        self.exploration_worker = (int(worker), int(num_workers))
-
-    @property
-    def base_epsilon(self) -> float:
-        """The annealed epsilon schedule at ``global_timestep`` (env steps sampled)."""
-        return linear_epsilon(self.config, self.global_timestep)
-
-    @property
-    def epsilon(self) -> float:
-        """Exploration epsilon at ``global_timestep``: ``base_epsilon``, or with
-        ``per_worker_epsilon_alpha`` that of this copy's rollout worker (Ape-X, Horgan et
-        al. 2018 sec. 4.1, ``per_worker_epsilon``)."""
-        alpha = self.config.per_worker_epsilon_alpha
-        if alpha is None:
-            return self.base_epsilon
-        worker, num_workers = self.exploration_worker
-        return per_worker_epsilon(self.base_epsilon, worker, num_workers, alpha)
+        return self.epsilon_greedy(q, explore), {}
 
     def compute_q_values(self, obs: np.ndarray) -> np.ndarray:
         """Online ``Q(obs, .)``: float32 ``[B, num_actions]``."""

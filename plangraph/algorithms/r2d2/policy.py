@@ -46,7 +46,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from plangraph.algorithms.dqn.config import per_worker_epsilon
+from plangraph.algorithms.dqn.exploration import EpsilonGreedy
 from plangraph.algorithms.r2d2.config import R2D2Config
 from plangraph.algorithms.r2d2.sequences import replay_sequences
 from plangraph.rl.action_layout import action_layout
@@ -119,7 +119,7 @@ class SequenceQNetwork(nn.Module):
         return F.linear(features, self.q_head.weight, self.q_head.bias), {}
 
 
-class R2D2Policy(TorchPolicy[R2D2Config]):
+class R2D2Policy(EpsilonGreedy, TorchPolicy[R2D2Config]):
     """R2D2: recurrent Q-learning from replayed sequences; see the module docstring."""
 
     config_type = R2D2Config
@@ -134,8 +134,6 @@ class R2D2Policy(TorchPolicy[R2D2Config]):
         _SB.SEQ_LEN,
     )
     optional_loss_columns = (_SB.WEIGHTS,)
-    #: (worker, num_workers) of the rollout worker acting with this copy (Ape-X exploration)
-    exploration_worker: tuple[int, int] = (0, 1)
     _recurrent: bool = False
 
     def build_model(self) -> SequenceQNetwork:
@@ -171,14 +169,6 @@ class R2D2Policy(TorchPolicy[R2D2Config]):
         return out
 
     # --- acting -----------------------------------------------------------------------
-    def _epsilon_greedy(self, q: np.ndarray, explore: bool) -> np.ndarray:
-        actions = q.argmax(axis=1).astype(np.int64)
-        if explore:
-            rand = self._action_rng.random(actions.shape[0]) < self.epsilon
-            if rand.any():
-                actions[rand] = self._action_rng.integers(0, self.num_actions, size=int(rand.sum()))
-        return actions
-
     def compute_actions(
         self, obs: np.ndarray, explore: bool = True
     ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
@@ -191,7 +181,7 @@ class R2D2Policy(TorchPolicy[R2D2Config]):
             return actions, extras
         with inference():
             q, _ = self.model.forward_seq(self.obs_tensor(obs)[:, None], {}, None, None)
-            return self._epsilon_greedy(q[:, 0].cpu().numpy(), explore), {}
+            return self.epsilon_greedy(q[:, 0].cpu().numpy(), explore), {}
 
     def compute_actions_recurrent(
         self, obs: np.ndarray, inputs: Mapping[str, np.ndarray], explore: bool = True
@@ -210,37 +200,8 @@ class R2D2Policy(TorchPolicy[R2D2Config]):
                 self.obs_tensor(inputs[PREV_ACTIONS])[:, None],
                 self.obs_tensor(inputs[PREV_REWARDS])[:, None],
             )
-            actions = self._epsilon_greedy(q[:, 0].cpu().numpy(), explore)
+            actions = self.epsilon_greedy(q[:, 0].cpu().numpy(), explore)
             return actions, {}, {STATE_PREFIX + k: v.cpu().numpy() for k, v in out.items()}
-
-    def set_exploration_worker(self, worker: int, num_workers: int) -> None:
-        """This copy acts for rollout worker ``worker`` (0-based) of ``num_workers``.
-
-        Raises:
-            ValueError: ``worker`` outside ``[0, num_workers)``.
-        """
-        if not 0 <= worker < num_workers:
-            raise ValueError(f"worker {worker} is not one of {num_workers} rollout workers")
-        self.exploration_worker = (int(worker), int(num_workers))
-
-    @property
-    def base_epsilon(self) -> float:
-        """Epsilon annealed linearly from ``epsilon_initial`` to ``epsilon_final`` over
-        ``epsilon_timesteps`` env steps sampled (``global_timestep``)."""
-        cfg = self.config
-        if cfg.epsilon_timesteps <= 0:
-            return float(cfg.epsilon_final)
-        frac = min(1.0, self.global_timestep / cfg.epsilon_timesteps)
-        return float(cfg.epsilon_initial + frac * (cfg.epsilon_final - cfg.epsilon_initial))
-
-    @property
-    def epsilon(self) -> float:
-        """``base_epsilon``, or with ``per_worker_epsilon_alpha`` this copy's worker's."""
-        alpha = self.config.per_worker_epsilon_alpha
-        if alpha is None:
-            return self.base_epsilon
-        worker, num_workers = self.exploration_worker
-        return per_worker_epsilon(self.base_epsilon, worker, num_workers, alpha)
 
     # --- postprocessing ---------------------------------------------------------------
     def postprocess_fragment(self, fragment: Fragment) -> dict[str, np.ndarray]:
