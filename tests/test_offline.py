@@ -405,7 +405,8 @@ def test_an_offline_run_reports_rows_read_and_plangraph_eval_plays_it(tmp_path: 
     assert run.returncode == 0, run.stderr
     out = run.stdout + run.stderr
     assert "iter 5: rows read 160 (epoch 2), return -" in out
-    assert "rows read (offline)" in out and "dataset epochs (offline)" in out
+    assert "rows read (offline)" in out and "dataset epochs completed (offline)" in out
+    assert "env steps recorded" not in out
     assert "env steps sampled" not in out
     played = cli("eval", "run", "--episodes", "2")
     assert played.returncode == 0, played.stderr

@@ -3,9 +3,11 @@ Result schema, without Ray: the sink's real results are checked in test_run_algo
 
 from __future__ import annotations
 
+import io
 import re
 import typing
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -174,3 +176,19 @@ def test_run_state_for_plan_sizes_the_window(window: int) -> None:
         "output": "metrics",
     }
     assert RunState.for_plan(plangraph.compile(plan)).episodes.size == window
+
+
+def test_summary_table_shows_recorded_env_steps_only_in_runs_that_record() -> None:
+    from rich.console import Console
+
+    from plangraph.runtime.run_loop import RunSummary, summary_table
+
+    def shown(result: dict[str, Any]) -> str:
+        console = Console(width=100, record=True, file=io.StringIO())
+        console.print(summary_table(RunSummary(result, "done", None, False)))
+        return console.export_text()
+
+    base = {"iteration": 3, "num_env_steps_sampled": 3072, "counters": {}}
+    assert "env steps recorded" not in shown(base)
+    recorded = {**base, "counters": {"num_env_steps_recorded": 3072}}
+    assert "env steps recorded" in shown(recorded) and "3,072" in shown(recorded)

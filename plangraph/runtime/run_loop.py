@@ -343,7 +343,8 @@ SUMMARY_ROWS: tuple[tuple[str, str, str], ...] = (
     ("env steps sampled", "num_env_steps_sampled", ",.0f"),
     ("env steps trained", "num_env_steps_trained", ",.0f"),
     ("rows read (offline)", "counters/num_env_steps_read", ",.0f"),
-    ("dataset epochs (offline)", "counters/num_dataset_epochs", ",.0f"),
+    ("dataset epochs completed (offline)", "counters/num_dataset_epochs", ",.0f"),
+    ("env steps recorded", "counters/num_env_steps_recorded", ",.0f"),
     ("episodes", "episodes_total", ",.0f"),
     ("episode return mean (last 100)", "episode_return_mean", ".2f"),
     ("episode length mean", "episode_len_mean", ".1f"),
@@ -351,7 +352,11 @@ SUMMARY_ROWS: tuple[tuple[str, str, str], ...] = (
     ("training time (s)", "time_total_s", ".1f"),
     ("env steps/s (overall)", "env_steps_per_s_total", ",.0f"),
 )
-"""The summary table: (label, ``Result`` key, format spec) per row."""
+"""The summary table: (label, ``Result`` key, format spec) per row. Rows of
+``_WHEN_PRESENT`` appear only in runs that have the value."""
+
+_WHEN_PRESENT = frozenset({"counters/num_env_steps_recorded"})
+"""Rows only some runs have: rows written to a dataset (``--record``, ``WriteExperiences``)."""
 
 
 def summary_table(summary: RunSummary) -> Any:
@@ -369,5 +374,7 @@ def summary_table(summary: RunSummary) -> Any:
             continue
         if _offline(r) and key in ("num_env_steps_sampled", "env_steps_per_s_total"):
             continue  # an offline run samples nothing
+        if key in _WHEN_PRESENT and lookup(r, key) is None:
+            continue
         table.add_row(name, _fmt(lookup(r, key), spec))
     return table
