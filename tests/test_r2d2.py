@@ -318,6 +318,7 @@ def test_the_replay_memory_estimate_counts_the_stored_state() -> None:
     while len(buffer) < 4096:
         buffer.add(worker.sample())
     assert buffer.nbytes == replay_nbytes(4096, layout, prioritized=True)
+    assert buffer.row_nbytes == replay_nbytes(1, layout)  # a row; the trees are the rest
 
 
 # --- the compiler ------------------------------------------------------------------------

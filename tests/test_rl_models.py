@@ -167,7 +167,7 @@ def test_a_uint8_frame_stays_uint8_from_the_env_to_the_train_batch(ray_session: 
     )
     per_row = buffer.nbytes / len(buffer)
     frames = 2 * 84 * 84 * 4
-    assert per_row == replay_nbytes(1, layout)
+    assert per_row == replay_nbytes(1, layout) == buffer.row_nbytes
     assert frames <= per_row < frames + 64
     train = buffer.sample(8)
     assert train[_SB.OBS].dtype == np.uint8 and train[_SB.NEXT_OBS].dtype == np.uint8

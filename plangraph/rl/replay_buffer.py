@@ -203,6 +203,20 @@ class ReplayBuffer:
         storage = 0 if self._storage is None else sum(v.nbytes for v in self._storage.values())
         return storage + self._ids.nbytes
 
+    @property
+    def row_nbytes(self) -> int:
+        """Bytes one stored env step takes: its columns' row plus its int64 insertion id
+        (0 before the first ``add``); the trees of a prioritized buffer are not in it."""
+        if self._storage is None:
+            return 0
+        return (
+            sum(
+                v.itemsize * int(np.prod(v.shape[1:], dtype=np.int64))
+                for v in self._storage.values()
+            )
+            + 8
+        )
+
     def stats(self) -> dict[str, float]:
         """Size and throughput counters (env steps)."""
         return {
