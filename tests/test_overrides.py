@@ -69,6 +69,34 @@ def test_a_bad_value_is_checked_and_names_the_set() -> None:
     assert "--set nodes.train.num_sgd_iter=null" in (compiled.errors[0].hint or "")
 
 
+def test_a_semantic_error_at_a_value_an_override_set_names_the_set() -> None:
+    # PG197 is found by a whole-plan check, not by validating the value itself
+    compiled = plangraph.analyze(
+        ROOT / "plans" / "r2d2.json",
+        config={"resources.replay.params.item": "transition"},
+        override_syntax="cli",
+    )
+    [err] = compiled.errors
+    assert err.code == "PG197" and err.pointer == "/resources/replay/params/item"
+    assert (err.hint or "").startswith(
+        'the value comes from --set resources.replay.params.item="transition"; '
+    )
+    # a diagnostic about a whole policy is not blamed on one of its fields' override
+    compiled = plangraph.analyze(
+        ROOT / "plans" / "dqn.json",
+        config={
+            "resources.workers.params.policy.lr": 0.01,
+            "resources.workers.params.policy.model": {"type": "lstm"},
+        },
+        override_syntax="cli",
+    )
+    [err] = compiled.errors
+    assert err.code == "PG184" and "--set resources.workers.params.policy.lr" not in (
+        err.hint or ""
+    )
+    assert "the value comes from --set resources.workers.params.policy.model=" in (err.hint or "")
+
+
 def test_replacing_a_reference_read_elsewhere_warns() -> None:
     compiled = plangraph.analyze(PPO, config={"workers.policy.lr": 0.001})
     assert compiled.ok

@@ -94,6 +94,14 @@ class Context:
                 return f"the value comes from {self.set_text(ov.key, ov.value)}"
         return None
 
+    def _set_by_override(self, pointer: str) -> str | None:
+        """``override_hint`` for a ``pointer`` at or inside a place an override set (not
+        for one above it: a diagnostic about a whole policy is not about its ``lr``)."""
+        for ptr, ov in self.param_overrides.items():
+            if pointer and (pointer == ptr or pointer.startswith(ptr + "/")):
+                return f"the value comes from {self.set_text(ov.key, ov.value)}"
+        return None
+
     def report(
         self,
         code: str,
@@ -106,6 +114,11 @@ class Context:
         suggestions: tuple[str, ...] = (),
     ) -> None:
         loc = self.source.locate(pointer, key=key) if self.source is not None else None
+        # A value an override put there: say so wherever the check that found it words
+        # its hint, so that the user looks at the command line and not at the file.
+        origin = self._set_by_override(pointer)
+        if origin is not None and origin not in (hint or ""):
+            hint = join_hints(origin, hint)
         self.diagnostics.append(
             Diagnostic(
                 code,
