@@ -107,11 +107,15 @@ def check_shards(ctx: Context) -> None:
                         f"per-shard operator; to map {brief(src)}'s driver items, register "
                         f"{node.op} with placement='driver' and inputs=['{t}']"
                     )
-                where = "gathers" if node.op == GATHER else "runs on each rollout worker and"
+                what = (
+                    "gathers a per-shard stream (Shard[...]) to the driver"
+                    if node.op == GATHER
+                    else "runs in each rollout worker, on its per-shard stream (Shard[...])"
+                )
                 ctx.report(
                     "PG201",
-                    f"{node.op} {brief(nid)} {where} reads per-shard streams (Shard[...]), but "
-                    f"{src_op} {brief(src)} emits {t}, a stream on the driver",
+                    f"{node.op} {brief(nid)} {what}, but {src_op} {brief(src)} emits {t}, a "
+                    "stream on the driver",
                     node=nid,
                     pointer=pointer,
                     hint=hint,
