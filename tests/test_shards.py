@@ -275,3 +275,18 @@ def test_moved_maps_are_drawn_and_explained_like_per_shard_ops() -> None:
     )
     # a plan with nothing moved and no raw source draws no box
     assert "cluster_workers" not in plangraph.to_dot(plangraph.compile(PLANS / "ppo.json"))
+
+
+def test_a_per_shard_op_keeps_its_state_on_the_worker_not_the_driver() -> None:
+    from plangraph.errors import BuildError
+    from plangraph.runtime.implementations import OperatorContext
+
+    class Build:
+        seed = 0
+
+    op = OperatorContext("tag", Build(), per_shard=True)  # type: ignore[arg-type]
+    assert op.on_workers
+    with pytest.raises(BuildError, match=r"per-shard.*worker\.shard_state"):
+        op.save_state(dict, lambda state: None)
+    with pytest.raises(BuildError, match="cannot keep an RNG"):
+        _ = op.rng
