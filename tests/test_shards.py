@@ -290,3 +290,15 @@ def test_a_per_shard_op_keeps_its_state_on_the_worker_not_the_driver() -> None:
         op.save_state(dict, lambda state: None)
     with pytest.raises(BuildError, match="cannot keep an RNG"):
         _ = op.rng
+
+
+def test_batch_checks_and_rollout_sizing_see_through_a_sync_gather() -> None:
+    """GatherShards(sync) emits each worker's fragment: "auto" fragments are sized for the
+    train batch as for bulk_sync rollouts, and PG174 counts in fragments."""
+    c = plangraph.analyze(
+        _sharded(op=None), config={"rollout_fragment_length": "auto", "train_batch_size": 1024}
+    )
+    assert c.ok and c.executed.resources["workers"].params.rollout_fragment_length == 64
+    uneven = plangraph.analyze(_sharded(op=None), config={"train_batch_size": 1000})
+    assert [d.code for d in uneven.diagnostics] == ["PG174"]
+    assert "512 env steps of one rollout fragment" in uneven.diagnostics[0].message
