@@ -184,6 +184,8 @@ def _placements(
         host: str | None = hosts.get(nid) or learners.get(nid)
         if nid in hosts or (sig is not None and sig.placement == "actors"):
             where = "actors"
+        elif sig is not None and sig.placement == "aggregators":
+            where = "aggregators"
         elif nid in learners:
             where = "learner thread"
         else:

@@ -38,10 +38,11 @@ __all__ = [
 REPLAY_KIND = "ReplayBuffer"
 """The resource kind whose sampled batches :attr:`CompiledNode.replay_sources` tracks."""
 
-PLACEMENTS: tuple[str, ...] = ("driver", "actors", "learner thread")
+PLACEMENTS: tuple[str, ...] = ("driver", "actors", "aggregators", "learner thread")
 """Where a node's work runs after the optimisation passes (:attr:`CompiledNode.placement`):
-in the driver process, on the rollout-worker actors, or in a learner thread of the driver
-(whose training runs beside the driver's own pulls)."""
+in the driver process, on the rollout-worker actors, on aggregation actors
+(``AggregateBatches``), or in a learner thread of the driver (whose training runs beside
+the driver's own pulls)."""
 
 
 def _json(v: Any) -> Any:
@@ -271,6 +272,8 @@ class CompiledPlan:
             return f"rollout workers (actors), moved after {node.host} by pass worker-side-maps"
         if node.placement == "actors" or (sig is not None and sig.placement == "actors"):
             return "rollout workers (actors)"
+        if node.placement == "aggregators":
+            return "aggregation actors (each gathers some rollout workers' fragments)"
         notes = []
         for rp in sig.resources if sig is not None else ():
             value = getattr(node.params, rp.param, None) if node.params is not None else None
@@ -441,6 +444,7 @@ class CompiledPlan:
         labels = {
             "driver": "driver",
             "actors": "rollout workers",
+            "aggregators": "aggregation actors",
             "learner thread": "learner thread",
         }
         w = max(len(v) for v in labels.values())

@@ -19,6 +19,7 @@ from plangraph.ops.algorithms import (
 from plangraph.ops.builder import OpFactory, PendingOp, PlanBuildError, Stream, op_factory
 from plangraph.ops.builtin.combine import (
     Batch,
+    AggregateBatches,
     ConcatBatches,
     Flatten,
     SelectExperiences,
@@ -93,6 +94,7 @@ __all__ = [
     "Batch",
     "ColumnLayout",
     "ComputeGradients",
+    "AggregateBatches",
     "ConcatBatches",
     "Concurrently",
     "Dequeue",

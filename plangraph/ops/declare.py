@@ -51,8 +51,9 @@ def register_op(
     In the decorator form the class is the ``Params`` model, its name the op name and its
     docstring the op doc. ``inputs``/``output`` are port types as text (``"SampleBatch"``,
     ``"list[T]"``); ``resources`` maps a param to ``(kind, "read"|"write")``;
-    ``placement`` says where the op's work runs (``"driver"``, or ``"actors"`` for work done
-    on the rollout workers, shown by ``explain`` and the diagram). ``pure=True`` (a
+    ``placement`` says where the op's work runs (``"driver"``, ``"actors"`` for work done
+    on the rollout workers, or ``"aggregators"`` for work done on aggregation actors of the
+    op's own, as ``AggregateBatches``; shown by ``explain`` and the diagram). ``pure=True`` (a
     ``for_each`` op only) promises that the op is a function of its input item alone: no
     counters, resources or state kept between items, deterministic, never ``NOT_READY``,
     and a batch keeps its rows (same count and order; columns may change). The compiler may

@@ -49,10 +49,11 @@ __all__ = [
 ]
 
 Category = Literal["source", "combine", "train", "replay", "merge", "sink"]
-Placement = Literal["driver", "actors"]
-PLACEMENTS: tuple[str, ...] = ("driver", "actors")
-"""Where an operator's work runs: in the driver process, or on the rollout-worker actors
-(``ParallelRollouts`` samples there). Learner threads are resources, shown as such."""
+Placement = Literal["driver", "actors", "aggregators"]
+PLACEMENTS: tuple[str, ...] = ("driver", "actors", "aggregators")
+"""Where an operator's work runs: in the driver process, on the rollout-worker actors
+(``ParallelRollouts`` samples there), or on aggregation actors of its own near the rollout
+workers (``AggregateBatches``). Learner threads are resources, shown as such."""
 Apply = Literal["source", "for_each", "combine", "filter", "stream"]
 CATEGORIES: tuple[str, ...] = ("source", "combine", "train", "replay", "merge", "sink")
 APPLY_MODES: tuple[str, ...] = ("source", "for_each", "combine", "filter", "stream")
