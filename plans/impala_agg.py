@@ -83,6 +83,8 @@ plan = Plan.from_builder(
             num_workers=cfg.num_workers,
             num_envs_per_worker=cfg.num_envs_per_worker,
             rollout_fragment_length=cfg.rollout_fragment_length,
+            # A dead worker stops the run under AggregateBatches (no replacement: PG217).
+            max_worker_restarts=0,
             policy={
                 "algo": "impala",
                 "lr": cfg.lr,

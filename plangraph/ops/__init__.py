@@ -18,8 +18,8 @@ from plangraph.ops.algorithms import (
 )
 from plangraph.ops.builder import OpFactory, PendingOp, PlanBuildError, Stream, op_factory
 from plangraph.ops.builtin.combine import (
-    Batch,
     AggregateBatches,
+    Batch,
     ConcatBatches,
     Flatten,
     SelectExperiences,
@@ -86,6 +86,7 @@ __all__ = [
     "APPLY_MODES",
     "CATEGORIES",
     "ActorCriticConfig",
+    "AggregateBatches",
     "AlgorithmConfig",
     "AlgorithmSpec",
     "ApplyGradients",
@@ -94,7 +95,6 @@ __all__ = [
     "Batch",
     "ColumnLayout",
     "ComputeGradients",
-    "AggregateBatches",
     "ConcatBatches",
     "Concurrently",
     "Dequeue",

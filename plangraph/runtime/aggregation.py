@@ -20,7 +20,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-__all__ = ["AggregationWorker", "assign_workers"]
+__all__ = ["AggregationWorker", "assign_workers", "start_aggregators"]
 
 
 def assign_workers(workers: Sequence[Any], num_aggregators: int) -> list[list[Any]]:
@@ -37,6 +37,29 @@ def assign_workers(workers: Sequence[Any], num_aggregators: int) -> list[list[An
             f"{len(workers)} rollout workers"
         )
     return [list(workers[i::num_aggregators]) for i in range(num_aggregators)]
+
+
+def start_aggregators(
+    workers: Sequence[Any],
+    num_aggregators: int,
+    min_batch_size: int,
+    num_async: int,
+    max_weight_sync_delay: int,
+    node_id: str,
+) -> list[Any]:
+    """Start ``num_aggregators`` :class:`AggregationWorker` actors (0 CPUs each: they
+    mostly wait for fragments; two calls at once) over ``workers``, assigned round-robin
+    (:func:`assign_workers`, whose ``ValueError`` this raises). Nothing is sampled until
+    the first ``next_batch``."""
+    import ray
+
+    remote_cls: Any = ray.remote(AggregationWorker)
+    return [
+        remote_cls.options(num_cpus=0, max_concurrency=2).remote(
+            group, min_batch_size, num_async, max_weight_sync_delay, node_id
+        )
+        for group in assign_workers(workers, num_aggregators)
+    ]
 
 
 class AggregationWorker:

@@ -71,21 +71,22 @@ def _aggregate_batches(node: Any, inputs: list[Any], ctx: BuildContext) -> Local
     import ray
 
     from plangraph.flow.parallel import ParallelIterator
-    from plangraph.runtime.aggregation import AggregationWorker, assign_workers
+    from plangraph.runtime.aggregation import start_aggregators
 
     p = node.params
-    source = ctx.compiled.nodes[node.inputs[0]].params
+    source: Any = ctx.compiled.nodes[node.inputs[0]].params  # ParallelRolloutsParams
     ws = ctx.worker_set(p.workers)
     ws_id = resource_id(p.workers)
     lock = ctx.policy_lock(p.workers)
     learners = [t for t in ctx.learners.values() if t.workers == ws_id]
-    remote_cls = ray.remote(num_cpus=0, max_concurrency=2)(AggregationWorker)
-    aggregators = [
-        remote_cls.remote(
-            group, p.min_batch_size, source.num_async, p.max_weight_sync_delay, node.id
-        )
-        for group in assign_workers(ws.remote_workers, p.num_aggregation_workers)
-    ]
+    aggregators = start_aggregators(
+        ws.remote_workers,
+        p.num_aggregation_workers,
+        p.min_batch_size,
+        source.num_async,
+        p.max_weight_sync_delay,
+        node.id,
+    )
 
     def close() -> None:
         for agg in aggregators:
