@@ -56,8 +56,8 @@ def test_aggregator_concatenates_whole_fragments_and_passes_the_weights_on() -> 
         batch, syncs = ray.get(agg.next_batch.remote())
         assert batch.env_steps() == 180  # whole fragments, never split: 3 x 60 >= 150
         assert syncs == 0  # no weights handed over yet: nothing to pass on
-        workers = set(np.asarray(batch["eps_id"]) >> 40)
-        assert workers <= {1, 2} and len(workers) == 2  # both owned workers sampled
+        workers = set((np.asarray(batch["eps_id"]) >> 40).tolist())
+        assert workers <= {1, 2}  # fragments of the owned workers, in completion order
         assert set(np.asarray(batch["policy_version"])) == {0}
 
         # New weights (zeros, so that they differ), handed over as a boxed object ref.
@@ -68,6 +68,8 @@ def test_aggregator_concatenates_whole_fragments_and_passes_the_weights_on() -> 
             batch, syncs = ray.get(agg.next_batch.remote())
             total += syncs
             versions |= set(np.asarray(batch["policy_version"]).tolist())
+            workers |= set((np.asarray(batch["eps_id"]) >> 40).tolist())
+        assert workers == {1, 2}  # both owned workers sampled
         # One sync per worker and version (each worker's next fragment after the hand-over).
         assert total == 2
         assert 7 in versions
@@ -177,3 +179,11 @@ def test_impala_agg_trains_and_counts_whole_train_batches() -> None:
     assert counters["num_weight_syncs"] > 0  # the aggregators synced their workers
     assert "policy_lag" in result["learner"]
     assert result.get("episode_return_mean") is not None
+
+
+def test_rollout_sizing_sizes_auto_fragments_for_the_aggregated_train_batch() -> None:
+    compiled = plangraph.compile(
+        PLANS / "impala_agg.json", config={"rollout_fragment_length": "auto"}
+    )
+    sized = compiled.executed.resources["workers"].params
+    assert sized.rollout_fragment_length == 32  # 2 workers x 8 envs x 32 = 512

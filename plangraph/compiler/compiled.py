@@ -447,7 +447,9 @@ class CompiledPlan:
             "aggregators": "aggregation actors",
             "learner thread": "learner thread",
         }
-        w = max(len(v) for v in labels.values())
+        # Aligned over the places this plan uses (a plan without aggregators keeps its
+        # columns where they were).
+        w = max(len(labels[p]) for p in PLACEMENTS if groups[p] or p != "aggregators")
         out = ["placement after the passes:"]
         for place in PLACEMENTS:
             if groups[place]:

@@ -10,8 +10,10 @@ and concatenates the fragments into train batches, which the driver pulls with
 :meth:`AggregationWorker.next_batch`. So the fragments' bytes travel rollout worker ->
 aggregator -> (one train batch) -> driver, and the driver never concatenates.
 
-The actor runs two calls at once (``max_concurrency=2``): ``set_weights`` only stores the
-ref, so it is never queued behind a ``next_batch`` that is waiting for fragments.
+``set_weights`` runs in a concurrency group of its own (it only stores the ref), so it is
+never queued behind a ``next_batch`` that is waiting for fragments; ``next_batch`` calls
+run one at a time, in order, so the driver may keep several in flight (the next one starts
+as soon as the last returns, without a round trip to the driver).
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
+
+import ray
 
 __all__ = ["AggregationWorker", "assign_workers", "start_aggregators"]
 
@@ -48,22 +52,20 @@ def start_aggregators(
     node_id: str,
 ) -> list[Any]:
     """Start ``num_aggregators`` :class:`AggregationWorker` actors (0 CPUs each: they
-    mostly wait for fragments; two calls at once) over ``workers``, assigned round-robin
+    mostly wait for fragments) over ``workers``, assigned round-robin
     (:func:`assign_workers`, whose ``ValueError`` this raises). Nothing is sampled until
     the first ``next_batch``."""
-    import ray
-
-    remote_cls: Any = ray.remote(AggregationWorker)
+    remote: Any = ray.remote  # typed stubs miss concurrency_groups
+    remote_cls = remote(num_cpus=0, concurrency_groups={"weights": 1})(AggregationWorker)
     return [
-        remote_cls.options(num_cpus=0, max_concurrency=2).remote(
-            group, min_batch_size, num_async, max_weight_sync_delay, node_id
-        )
+        remote_cls.remote(group, min_batch_size, num_async, max_weight_sync_delay, node_id)
         for group in assign_workers(workers, num_aggregators)
     ]
 
 
 class AggregationWorker:
-    """One aggregation actor (created with ``ray.remote``; 0 CPUs, ``max_concurrency=2``).
+    """One aggregation actor (:func:`start_aggregators`; 0 CPUs, ``set_weights`` in
+    concurrency group ``"weights"``, ``next_batch`` one call at a time).
 
     Args:
         workers: the rollout worker actor handles it owns (each with ``sample()`` and
@@ -93,6 +95,7 @@ class AggregationWorker:
         self._weights: tuple[Any, dict[str, Any]] | None = None
         self._it: Iterator[Any] | None = None
 
+    @ray.method(concurrency_group="weights")
     def set_weights(self, boxed: list[Any], global_vars: dict[str, Any]) -> None:
         """Store the learner weights to pass on: ``boxed`` is ``[object ref]`` (boxed, so
         that Ray hands over the ref, not the weights)."""
@@ -112,8 +115,6 @@ class AggregationWorker:
         return next(self._it)
 
     def _batches(self) -> Iterator[tuple[Any, int]]:
-        import ray
-
         from plangraph.flow.metrics import get_metrics
         from plangraph.flow.parallel import ParallelIterator
         from plangraph.rl import SampleBatch

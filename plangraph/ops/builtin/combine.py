@@ -19,7 +19,7 @@ from plangraph.ops.builtin._shared import (
 )
 from plangraph.ops.declare import register_op
 from plangraph.ops.registry import OpParams
-from plangraph.ops.sizes import MAX_BATCH, MAX_SHARDS, MAX_WINDOW
+from plangraph.ops.sizes import MAX_BATCH, MAX_IN_FLIGHT, MAX_SHARDS, MAX_WINDOW
 
 __all__ = [
     "AggregateBatches",
@@ -93,7 +93,8 @@ class AggregateBatchesParams(OpParams):
     the driver hands each aggregator an object ref of the weights once per learner version,
     and the aggregator passes the ref on), and concatenates fragments in completion order
     until at least ``min_batch_size`` env steps, as ``ConcatBatches``. The driver receives
-    whole train batches, in completion order over the aggregators, and adds each one's env
+    whole train batches, in completion order over the aggregators (keeping
+    ``max_requests_in_flight_per_aggregator`` requests in flight to each), and adds each one's env
     steps (and completed episodes) to ``num_env_steps_sampled`` when it arrives (so the
     counter lags the workers by the fragments still inside the aggregators) and the
     aggregators' weight syncs to ``num_weight_syncs``. SampleBatch only.
@@ -117,6 +118,15 @@ class AggregateBatchesParams(OpParams):
         ge=1,
         le=MAX_WINDOW,
         description="Rollout fragments of one worker between two weight syncs to it.",
+    )
+    max_requests_in_flight_per_aggregator: int = Field(
+        2,
+        ge=1,
+        le=MAX_IN_FLIGHT,
+        description=(
+            "Train-batch requests the driver keeps in flight per aggregation actor (RLlib's "
+            "max_requests_in_flight_per_aggregator_worker); they run one after another."
+        ),
     )
 
 

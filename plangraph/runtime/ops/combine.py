@@ -125,7 +125,8 @@ def _aggregate_batches(node: Any, inputs: list[Any], ctx: BuildContext) -> Local
         return batch
 
     stream = ParallelIterator.from_actors(aggregators, method="next_batch", name=node.id)
-    return stream.gather_async(num_async=1).for_each(record, name=node.id)
+    stream_in = stream.gather_async(num_async=p.max_requests_in_flight_per_aggregator)
+    return stream_in.for_each(record, name=node.id)
 
 
 @register_lowering("Batch")
