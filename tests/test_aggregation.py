@@ -187,3 +187,24 @@ def test_rollout_sizing_sizes_auto_fragments_for_the_aggregated_train_batch() ->
     )
     sized = compiled.executed.resources["workers"].params
     assert sized.rollout_fragment_length == 32  # 2 workers x 8 envs x 32 = 512
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_a_restored_run_stops_the_last_dataflows_aggregators(tmp_path: Path) -> None:
+    from plangraph.runtime.ops import combine
+
+    compiled = plangraph.compile(PLANS / "impala_agg.json", config={"min_env_steps_per_iter": 1024})
+    with plangraph.build(compiled, seed=1) as algo:
+        algo.train()
+        checkpoint = algo.save(tmp_path / "ckpt")
+        (first,) = [a for k, a in combine._AGGREGATORS.items() if k[1] == "aggregate"]
+        algo.restore(checkpoint)
+        result = algo.train()
+        (second,) = [a for k, a in combine._AGGREGATORS.items() if k[1] == "aggregate"]
+        assert second is not first and len(second) == 2
+        for agg in first:  # killed: they would keep taking the workers' fragments
+            with pytest.raises(ray.exceptions.RayActorError):
+                ray.get(agg.num_workers.remote(), timeout=60)
+        assert ray.get([a.num_workers.remote() for a in second]) == [1, 1]
+    assert result["num_env_steps_sampled"] > 1024
+    assert not [k for k in combine._AGGREGATORS if k[1] == "aggregate"]  # stop() closed them

@@ -63,6 +63,12 @@ def _concat_batches(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIte
     return inputs[0].combine(concat, name=node.id)
 
 
+_AGGREGATORS: dict[tuple[int, str], list[Any]] = {}
+"""The aggregation actors of each lowered AggregateBatches, by (id of its BuildContext,
+node id): a dataflow lowered again (``Algorithm.restore``) stops the last one's, which
+would otherwise keep taking fragments from the same rollout workers."""
+
+
 @register_lowering("AggregateBatches")
 def _aggregate_batches(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIterator[Any]:
     # Takes its source's place: the compiler made sure (PG215-PG217) that it reads an
@@ -79,6 +85,9 @@ def _aggregate_batches(node: Any, inputs: list[Any], ctx: BuildContext) -> Local
     ws_id = resource_id(p.workers)
     lock = ctx.policy_lock(p.workers)
     learners = [t for t in ctx.learners.values() if t.workers == ws_id]
+    key = (id(ctx), node.id)
+    for old in _AGGREGATORS.pop(key, ()):
+        ray.kill(old)
     aggregators = start_aggregators(
         ws.remote_workers,
         p.num_aggregation_workers,
@@ -88,7 +97,11 @@ def _aggregate_batches(node: Any, inputs: list[Any], ctx: BuildContext) -> Local
         node.id,
     )
 
+    _AGGREGATORS[key] = aggregators
+
     def close() -> None:
+        if _AGGREGATORS.get(key) is aggregators:
+            del _AGGREGATORS[key]
         for agg in aggregators:
             ray.kill(agg)
 
