@@ -144,6 +144,7 @@ def test_checks_are_the_pipeline_modules_explicit_order() -> None:
         "replay-use",
         "replay-ready",
         "batch-sizes",
+        "aggregation",
         "gradient-sources",
         "policy-mapping",
         "policies",

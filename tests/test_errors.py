@@ -185,3 +185,32 @@ def test_nested_stop_keys_need_a_sub_key() -> None:
     with pytest.raises(plangraph.StopCriterionError, match="learner/kl"):
         StopCriteria.parse({"learner": 1})
     assert StopCriteria.parse({"learner/kl": 0.1}).thresholds == {"learner/kl": 0.1}
+
+
+def test_mixin_replay_ring_is_counted_by_the_replay_memory_check() -> None:
+    from plangraph.rl.rollout_worker import RolloutWorker
+    from plangraph.rl.wrappers import WrappedEnvCreator
+    from plangraph.runtime.memory_check import check_replay_memory, replay_memory_diagnostics
+
+    compiled = plangraph.compile(
+        ROOT / "plans" / "impala_mixin.json", config={"replay_buffer_num_slots": 4}
+    )
+    params = {rid: res.params for rid, res in compiled.resources.items()}
+    (estimate,) = check_replay_memory(compiled, params, available=10**9)
+    assert (estimate.kind, estimate.resource, estimate.slots) == ("MixInReplay", "mixin", 4)
+    # Each slot is one async fragment: 8 sub-envs x 32 steps.
+    assert estimate.capacity == 4 * 256
+    # The bytes per env step are those of a fragment the plan's rollout worker samples.
+    ws = params["workers"]
+    worker = RolloutWorker(WrappedEnvCreator(ws.env, ws.wrappers), 2, 16, ws.policy)
+    fragment = worker.sample()
+    assert estimate.row_bytes == fragment.size_bytes() // fragment.count
+    assert estimate.nbytes == 4 * 256 * estimate.row_bytes
+    with pytest.raises(plangraph.BuildError, match=r"MixInReplay 'mixin' .* about 3 slots fit"):
+        check_replay_memory(compiled, params, available=estimate.nbytes - 1)
+    (diag,) = replay_memory_diagnostics(compiled, [estimate], estimate.nbytes - 1, "it has")
+    assert (diag.code, diag.node, diag.pointer) == (
+        "PG185",
+        "mixin",
+        "/nodes/mixin/params/num_slots",
+    )

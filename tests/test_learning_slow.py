@@ -26,6 +26,7 @@ BUDGETS = {  # env steps sampled
     "a2c_microbatch": 500_000,
     "pg": 500_000,
     "impala": 1_000_000,
+    "impala_agg": 1_000_000,
     "appo": 1_000_000,
     "a3c": 1_000_000,
     "apex": 300_000,

@@ -76,6 +76,7 @@ def test_params_models_are_strict_and_documented() -> None:
         "UpdateTarget",
         "UpdateKL",
         "UpdateWorkerWeights",
+        "AggregateBatches",  # its aggregators sync the weights of the workers they own
         "StandardMetricsReporting",
         "ReadExperiences",  # the learner whose env the dataset must fit
         "WriteExperiences",  # the env and spaces metadata.json records

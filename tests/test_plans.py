@@ -27,6 +27,7 @@ NAMES = (
     "ddpg",
     "dqn",
     "impala",
+    "impala_agg",
     "impala_mixin",
     "impala_pong",
     "marwil",

@@ -23,10 +23,22 @@ rows of the replay learner for that action space (DQN for Pong's ``Discrete(6)``
 HalfCheetah's ``Box(6)``), which store ``obs`` and ``next_obs``. The observation columns'
 share is measured from a replayed batch (``nbytes / rows`` of each column).
 
+``--aggregation`` measures instead the runtime path of ``AggregateBatches`` against plain
+IMPALA: ``plans/impala`` (fragments gathered by the driver, ``UpdateWorkerWeights`` and
+``ConcatBatches`` there) and ``plans/impala_agg`` (2 aggregation actors that gather,
+sync and concatenate; the driver gets train batches), both 2 rollout workers x 8 envs x
+32 steps and 512-step train batches, built and trained in turn (``--rounds`` times each,
+alternating, so that a change in the machine's load hits both alike). Per run, over
+``--iterations`` iterations after a warm-up one: env steps sampled and trained per second,
+and the driver's CPU time per 1,000 env steps sampled: its main thread (the dataflow:
+gathering, weight syncs, concatenation, metrics) and the whole driver process (with the
+learner thread and Ray's threads). The load average is printed with the table.
+
 Usage (from the repository root)::
 
     PYTHONPATH=. .venv/bin/python tools/bench_throughput.py
     PYTHONPATH=. .venv/bin/python tools/bench_throughput.py --plans ppo_halfcheetah --seconds 5
+    PYTHONPATH=. .venv/bin/python tools/bench_throughput.py --aggregation --rounds 3
 """
 
 from __future__ import annotations
@@ -90,6 +102,74 @@ def end_to_end(name: str, iterations: int) -> tuple[float, float]:
         algo.stop()
 
 
+AGGREGATION_PLANS = ("impala", "impala_agg")
+
+
+def aggregation_run(name: str, iterations: int, seed: int) -> dict[str, float]:
+    """One build of plan ``name``: env steps sampled/trained per second of ``iterations``
+    iterations after a warm-up one, and the driver's CPU seconds (main thread; whole
+    process) per 1,000 env steps sampled over them."""
+    import plangraph
+
+    compiled = plangraph.compile(ROOT / "plans" / f"{name}.json")
+    algo = plangraph.build(compiled, seed=seed)
+    try:
+        first = algo.train()  # warm-up: actors started, first weights synced
+        started = time.perf_counter()
+        main0, proc0 = time.thread_time(), time.process_time()
+        result = first
+        for _ in range(iterations):
+            result = algo.train()
+        main_cpu, proc_cpu = time.thread_time() - main0, time.process_time() - proc0
+        elapsed = time.perf_counter() - started
+        sampled = result["num_env_steps_sampled"] - first["num_env_steps_sampled"]
+        trained = result["num_env_steps_trained"] - first["num_env_steps_trained"]
+        return {
+            "sampled_s": sampled / elapsed,
+            "trained_s": trained / elapsed,
+            "main_ms": 1e6 * main_cpu / sampled,
+            "proc_ms": 1e6 * proc_cpu / sampled,
+        }
+    finally:
+        algo.stop()
+
+
+def aggregation_main(iterations: int, rounds: int) -> int:
+    """``--aggregation``: plans/impala against plans/impala_agg (module doc)."""
+    import os
+    import statistics
+
+    from plangraph.runtime.ray_session import ensure_ray
+
+    ensure_ray()
+    load_before = os.getloadavg()
+    runs: dict[str, list[dict[str, float]]] = {name: [] for name in AGGREGATION_PLANS}
+    for r in range(rounds):
+        for name in AGGREGATION_PLANS:
+            runs[name].append(aggregation_run(name, iterations, seed=r))
+            print(f"{name} round {r}: {runs[name][-1]}", file=sys.stderr, flush=True)
+    load_after = os.getloadavg()
+    print(
+        f"{rounds} run(s) per plan, alternating; {iterations} iterations (5,000 env steps "
+        "each) per run after a warm-up one; medians over the runs; load average (1, 5, "
+        f"15 min) {', '.join(f'{x:.1f}' for x in load_before)} before and "
+        f"{', '.join(f'{x:.1f}' for x in load_after)} after, on {os.cpu_count()} CPUs"
+    )
+    print()
+    print(
+        "| plan | env steps sampled/s | env steps trained/s | driver main thread: CPU ms "
+        "per 1,000 env steps | driver process: CPU ms per 1,000 env steps |"
+    )
+    print("|---|---:|---:|---:|---:|")
+    for name, rs in runs.items():
+        med = {k: statistics.median(x[k] for x in rs) for k in rs[0]}
+        print(
+            f"| {name} | {med['sampled_s']:,.0f} | {med['trained_s']:,.0f} "
+            f"| {med['main_ms']:.1f} | {med['proc_ms']:.1f} |"
+        )
+    return 0
+
+
 def replay_bytes(compiled: Any, algo: str | None, rows: int = 256) -> dict[str, Any]:
     """Bytes per transition of ``rows`` rows in a ``ReplayBuffer`` holding exactly them,
     sampled on the plan's env and wrappers by the plan's policy (``algo=None``) or by the
@@ -124,7 +204,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--plans", nargs="*", default=list(PLANS), choices=PLANS)
     ap.add_argument("--seconds", type=float, default=10.0, help="timed sampling per plan")
     ap.add_argument("--iterations", type=int, default=5, help="timed iterations per plan")
+    ap.add_argument(
+        "--aggregation",
+        action="store_true",
+        help="compare plans/impala and plans/impala_agg instead (module doc)",
+    )
+    ap.add_argument("--rounds", type=int, default=3, help="--aggregation: runs per plan")
     args = ap.parse_args(argv)
+    if args.aggregation:
+        return aggregation_main(args.iterations, args.rounds)
 
     import plangraph
     from plangraph.runtime.ray_session import ensure_ray

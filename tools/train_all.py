@@ -62,6 +62,7 @@ BUDGETS: dict[str, int] = {
     "pg": 500_000,
     "impala": 1_000_000,
     "impala_mixin": 1_000_000,
+    "impala_agg": 1_000_000,
     "appo": 1_000_000,
     "a3c": 1_000_000,
     "apex": 300_000,

@@ -187,6 +187,8 @@ def _placements(
             where, host = "actors", _shard_source(ctx, nid)
         elif nid in hosts or (sig is not None and sig.placement == "actors"):
             where = "actors"
+        elif sig is not None and sig.placement == "aggregators":
+            where = "aggregators"
         elif nid in learners:
             where = "learner thread"
         else:

@@ -38,10 +38,11 @@ __all__ = [
 REPLAY_KIND = "ReplayBuffer"
 """The resource kind whose sampled batches :attr:`CompiledNode.replay_sources` tracks."""
 
-PLACEMENTS: tuple[str, ...] = ("driver", "actors", "learner thread")
+PLACEMENTS: tuple[str, ...] = ("driver", "actors", "aggregators", "learner thread")
 """Where a node's work runs after the optimisation passes (:attr:`CompiledNode.placement`):
-in the driver process, on the rollout-worker actors, or in a learner thread of the driver
-(whose training runs beside the driver's own pulls)."""
+in the driver process, on the rollout-worker actors, on aggregation actors
+(``AggregateBatches``), or in a learner thread of the driver (whose training runs beside
+the driver's own pulls)."""
 
 
 def _json(v: Any) -> Any:
@@ -280,6 +281,8 @@ class CompiledPlan:
             return f"rollout workers (actors), {on}moved after {node.host} by pass worker-side-maps"
         if node.placement == "actors" or (sig is not None and sig.placement == "actors"):
             return "rollout workers (actors)"
+        if node.placement == "aggregators":
+            return "aggregation actors (each gathers some rollout workers' fragments)"
         notes = []
         for rp in sig.resources if sig is not None else ():
             value = getattr(node.params, rp.param, None) if node.params is not None else None
@@ -488,12 +491,14 @@ class CompiledPlan:
                 on_workers.setdefault(self.worker_set_of(n.id), []).append(name)
             else:
                 groups.get(n.placement, groups["driver"]).append(name)
-        # What runs on the driver, and what in each worker of which worker set.
+        # What runs on the driver, in each worker of which worker set, on aggregation
+        # actors and on learner threads.
         rows = [("driver", groups["driver"])]
         rows += [
             (f"each rollout worker of @{ws}" if ws else "rollout workers", names)
             for ws, names in on_workers.items()
         ]
+        rows.append(("aggregation actors", groups["aggregators"]))
         rows.append(("learner thread", groups["learner thread"]))
         w = max(len(label) for label, names in rows if names)
         out = ["placement after the passes:"]

@@ -253,6 +253,24 @@ CODES: dict[str, tuple[str, Severity, str]] = {
         "the env or the learner of a ReadExperiences reading it (validate --datasets reads "
         "the Parquet footers only; plangraph run checks the same before launch).",
     ),
+    "PG215": (
+        "aggregate-needs-async-rollouts",
+        "error",
+        "An AggregateBatches that does not read an async ParallelRollouts of its own worker "
+        "set directly (its aggregation actors sample that source's workers themselves).",
+    ),
+    "PG216": (
+        "too-many-aggregators",
+        "error",
+        "An AggregateBatches with more aggregation actors than rollout workers (an "
+        "aggregator would own no worker).",
+    ),
+    "PG217": (
+        "aggregated-workers-not-restarted",
+        "warning",
+        "A worker set with max_worker_restarts > 0 sampled through AggregateBatches: a "
+        "dead rollout worker stops the run there instead of being replaced.",
+    ),
     "PG199": (
         "internal-check-error",
         "error",

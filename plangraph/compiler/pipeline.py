@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from plangraph.compiler import (
+    aggregation_checks,
     graph_checks,
     merge_checks,
     multi_agent_checks,
@@ -70,6 +71,7 @@ BUILTIN_CHECKS: tuple[Check, ...] = (
     Check.of("replay-use", semantic_checks.check_replay_use),
     Check.of("replay-ready", semantic_checks.check_replay_ready),
     Check.of("batch-sizes", semantic_checks.check_batch_sizes),
+    Check.of("aggregation", aggregation_checks.check_aggregation),
     Check.of("gradient-sources", semantic_checks.check_gradient_sources),
     # multi-agent: env names, policy mapping, policies= params, untrained policies
     Check.of("policy-mapping", multi_agent_checks.check_policy_mapping),

@@ -559,7 +559,7 @@ def _item_size(ctx: Context, nid: str) -> int | None:
         if op in ("LocalReplay", "ParallelReplay"):
             size = _param(ctx, cur, "batch_size")
             return size if isinstance(size, int) else None
-        if op == "ConcatBatches":
+        if op in ("ConcatBatches", "AggregateBatches"):
             node = ctx.plan.nodes[cur]
             inner = _item_size(ctx, node.inputs[0]) if len(node.inputs) == 1 else None
             want = _param(ctx, cur, "min_batch_size")
@@ -668,7 +668,7 @@ def _uses(ctx: Context, nid: str, only: Collection[str] | None) -> bool:
         return True
     source = rollout_source(ctx, nid)
     found = _worker_set(ctx, source) if ctx.plan.nodes[source].op == "ParallelRollouts" else None
-    if found is None and ctx.plan.nodes[source].op == "ConcatBatches":
+    if found is None and ctx.plan.nodes[source].op in ("ConcatBatches", "AggregateBatches"):
         inner = ctx.plan.nodes[source].inputs
         return bool(inner) and _uses(ctx, inner[0], only)
     return found is not None and found[0] in only
@@ -713,7 +713,7 @@ def check_batch_sizes(
     for nid, node in ctx.plan.nodes.items():
         if ctx.params.get(nid) is None or nid in ctx.topology.cyclic:
             continue
-        if node.op == "ConcatBatches":
+        if node.op in ("ConcatBatches", "AggregateBatches"):
             _check_concat(ctx, nid, only, sized)
         elif node.op == "TrainOneStep":
             _check_minibatch(ctx, nid, only)

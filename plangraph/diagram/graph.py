@@ -396,6 +396,8 @@ def to_dot(compiled: CompiledPlan, rankdir: str = "TB", profile: RunProfile | No
         if node is not None and node.placement == "actors":
             # after the passes: also a pure map moved onto the workers (worker-side-maps)
             subtitle += " · on rollout workers"
+        elif node is not None and node.placement == "aggregators":
+            subtitle += " · on aggregation actors"
         # The op's one-line summary as a hover text, without its reST backticks.
         doc = sig.doc.split("\n", 1)[0] if sig is not None and sig.doc else raw_node.op
         doc = doc.replace("``", "")

@@ -18,6 +18,7 @@ from plangraph.ops.algorithms import (
 )
 from plangraph.ops.builder import OpFactory, PendingOp, PlanBuildError, Stream, op_factory
 from plangraph.ops.builtin.combine import (
+    AggregateBatches,
     Batch,
     ConcatBatches,
     Flatten,
@@ -86,6 +87,7 @@ __all__ = [
     "APPLY_MODES",
     "CATEGORIES",
     "ActorCriticConfig",
+    "AggregateBatches",
     "AlgorithmConfig",
     "AlgorithmSpec",
     "ApplyGradients",

@@ -51,9 +51,10 @@ def register_op(
     In the decorator form the class is the ``Params`` model, its name the op name and its
     docstring the op doc. ``inputs``/``output`` are port types as text (``"SampleBatch"``,
     ``"list[T]"``); ``resources`` maps a param to ``(kind, "read"|"write")``;
-    ``placement`` says where the op's work runs (``"driver"``, or ``"actors"`` for work done
-    on the rollout workers, shown by ``explain`` and the diagram; ``"shard"`` for a
-    per-shard op: ``inputs=["Shard[A]"]``, ``output="Shard[B]"``, its ``register_impl``
+    ``placement`` says where the op's work runs (``"driver"``, ``"actors"`` for work done
+    on the rollout workers, or ``"aggregators"`` for work done on aggregation actors of the
+    op's own, as ``AggregateBatches``; shown by ``explain`` and the diagram; ``"shard"`` for
+    a per-shard op: ``inputs=["Shard[A]"]``, ``output="Shard[B]"``, its ``register_impl``
     factory returning ``fn(worker, item) -> item`` that runs inside each rollout worker on
     ``ParallelRollouts(mode="raw")``'s shards, until ``GatherShards``; the contract is in
     docs/extending.md). ``pure=True`` (a

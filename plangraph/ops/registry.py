@@ -49,13 +49,13 @@ __all__ = [
 ]
 
 Category = Literal["source", "combine", "train", "replay", "merge", "sink"]
-Placement = Literal["driver", "actors", "shard"]
-PLACEMENTS: tuple[str, ...] = ("driver", "actors", "shard")
-"""Where an operator's work runs: in the driver process, or on the rollout-worker actors
-(``ParallelRollouts`` samples there), or ``"shard"``: a per-shard operator, run inside
-each rollout worker on that worker's own stream (its ports are ``Shard[...]``; the
-shard operator contract in docs/extending.md). Learner threads are resources, shown as
-such."""
+Placement = Literal["driver", "actors", "aggregators", "shard"]
+PLACEMENTS: tuple[str, ...] = ("driver", "actors", "aggregators", "shard")
+"""Where an operator's work runs: in the driver process, on the rollout-worker actors
+(``ParallelRollouts`` samples there), on aggregation actors of its own near the rollout
+workers (``AggregateBatches``), or ``"shard"``: a per-shard operator, run inside each
+rollout worker on that worker's own stream (its ports are ``Shard[...]``; the shard
+operator contract in docs/extending.md). Learner threads are resources, shown as such."""
 Apply = Literal["source", "for_each", "combine", "filter", "stream"]
 CATEGORIES: tuple[str, ...] = ("source", "combine", "train", "replay", "merge", "sink")
 APPLY_MODES: tuple[str, ...] = ("source", "for_each", "combine", "filter", "stream")

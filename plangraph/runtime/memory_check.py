@@ -15,6 +15,10 @@ replay_nbytes`` turns that into the bytes of a full buffer (per shard, summed).
   available_resources()["memory"]``) once Ray is up, before the shards start
   (``check_replay_actor_memory``); the refusal is a located PG185 diagnostic. Each shard
   actor then reserves its estimate as Ray ``memory``, so Ray places it where it fits.
+* A ``MixInReplay`` node keeps a ring of ``num_slots`` batches in the driver: it is
+  estimated as a driver buffer of ``num_slots`` x the env steps of each batch it stores
+  (one rollout fragment after an ``async`` ``ParallelRollouts``, one round of every worker's
+  after a ``bulk_sync`` one) and checked with the ``ReplayBuffer`` resources.
 * ``replay_memory_diagnostics`` gives the same PG185 for any replay against a given
   amount (``plangraph validate --memory``); ``replay_memory_notes`` the lines
   ``plangraph explain`` prints.
@@ -82,10 +86,26 @@ class ReplayEstimate:
     kind: str = "ReplayBuffer"
     shard_nbytes: tuple[int, ...] = ()
     env: str = ""
+    slots: int = 0  # MixInReplay: its num_slots (``resource`` is then the node id)
+
+    @property
+    def slots_text(self) -> str:
+        return f"{self.slots:,} slots of {self.capacity // max(self.slots, 1):,} env steps"
+
+    @property
+    def pointer(self) -> str:
+        """Where the plan sets the size: the replay resource's ``capacity`` or the
+        ``MixInReplay`` node's ``num_slots``."""
+        if self.kind == "MixInReplay":
+            return f"/nodes/{self.resource}/params/num_slots"
+        return f"/resources/{self.resource}/params/capacity"
 
     @property
     def what(self) -> str:
-        """``"replay buffer 'replay'"`` or ``"replay actors 'replay' (4 shards)"``."""
+        """``"replay buffer 'replay'"``, ``"replay actors 'replay' (4 shards)"`` or
+        ``"MixInReplay 'mixin' (16 slots of 256 env steps)"``."""
+        if self.kind == "MixInReplay":
+            return f"MixInReplay {self.resource!r} ({self.slots_text})"
         if self.kind == "ReplayActors":
             n = len(self.shard_nbytes)
             return f"replay actors {self.resource!r} ({n} shard{'s' if n != 1 else ''})"
@@ -96,10 +116,11 @@ def estimate_replay_memory(
     compiled: CompiledPlan,
     params: Mapping[str, Any],
     envs: Mapping[str, Any] | None = None,
-    kinds: tuple[str, ...] = ("ReplayBuffer", "ReplayActors"),
+    kinds: tuple[str, ...] = ("ReplayBuffer", "ReplayActors", "MixInReplay"),
 ) -> list[ReplayEstimate]:
     """One estimate per replay resource (``ReplayBuffer``, ``ReplayActors``) that some
-    worker set writes to.
+    worker set writes to, and per ``MixInReplay`` node whose batches' size is known
+    (module doc; ``kinds`` names ``"MixInReplay"`` for those).
 
     Creates (and closes) one env per distinct env of those worker sets, in-process.
 
@@ -120,17 +141,18 @@ def estimate_replay_memory(
 
     spaces: dict[Any, tuple[Any, Any]] = {}
     out = []
+    # (id, kind, worker sets that feed it): replay resources, then MixInReplay nodes.
+    stores: list[tuple[str, Any, list[str]]] = []
     for rid, res in sorted(compiled.resources.items()):
-        if res.kind not in kinds:
-            continue
-        feeders = sorted(
-            {
-                ws
-                for w in res.writers
-                if w in compiled.nodes
-                for ws in compiled.nodes[w].fed_by.get("WorkerSet", ())
-            }
-        )
+        if res.kind in kinds and res.kind != "MixInReplay":
+            writers = [w for w in res.writers if w in compiled.nodes]
+            fed = {ws for w in writers for ws in compiled.nodes[w].fed_by.get("WorkerSet", ())}
+            stores.append((rid, res, sorted(fed)))
+    if "MixInReplay" in kinds:
+        for nid in sorted(_mixin_rows(compiled)):
+            feeds = compiled.nodes[nid].fed_by.get("WorkerSet", ())
+            stores.append((nid, _MixIn(), sorted(feeds)))
+    for rid, res, feeders in stores:
         if not feeders:
             continue
         ws_params = params[feeders[0]]
@@ -143,6 +165,9 @@ def estimate_replay_memory(
         if env_key not in spaces:
             spaces[env_key] = env_spaces(env_spec)
         layout = sample_row_layout(*spaces[env_key], ws_params.policy)
+        if res.kind == "MixInReplay":
+            out.append(_mixin_estimate(compiled, rid, ws_params, layout))
+            continue
         p = params[rid]
         # A sequence buffer keeps its trees whether or not it is prioritized.
         trees = p.prioritized or p.item == "sequence"
@@ -172,6 +197,64 @@ def estimate_replay_memory(
     return out
 
 
+class _MixIn:
+    kind = "MixInReplay"
+
+
+def _mixin_rows(compiled: CompiledPlan) -> dict[str, int]:
+    """Env steps of each batch a ``MixInReplay`` node stores, by node id, where known: the
+    node reads (through operators that keep items whole) a ``ParallelRollouts`` of a
+    single-policy worker set with an integer fragment length (``executed`` plan)."""
+    executed = compiled.executed
+    keep = {"UpdateWorkerWeights", "StandardizeFields", "Duplicate", "StoreToReplay"}
+    out = {}
+    for nid, node in executed.nodes.items():
+        if node.op != "MixInReplay" or node.params is None or len(node.inputs) != 1:
+            continue
+        src = node.inputs[0]
+        while executed.nodes[src].op in keep and len(executed.nodes[src].inputs) == 1:
+            src = executed.nodes[src].inputs[0]
+        source = executed.nodes[src]
+        if source.op != "ParallelRollouts" or source.params is None:
+            continue
+        ref = getattr(source.params, "workers", "")
+        ws = executed.resources.get(ref[1:]) if isinstance(ref, str) else None
+        wp: Any = ws.params if ws is not None else None  # WorkerSetParams
+        frag = getattr(wp, "rollout_fragment_length", None)
+        if wp is None or not isinstance(frag, int):
+            continue
+        rows = wp.num_envs_per_worker * frag
+        if getattr(source.params, "mode", None) == "bulk_sync":
+            rows *= max(1, wp.num_workers)
+        out[nid] = rows
+    return out
+
+
+def _mixin_estimate(
+    compiled: CompiledPlan, nid: str, ws_params: Any, layout: Mapping[str, Any]
+) -> ReplayEstimate:
+    """The ring of ``MixInReplay`` node ``nid``: ``num_slots`` batches of its rows, held
+    as the batches' columns (no insertion ids, no trees)."""
+    from plangraph.rl.replay_buffer import replay_nbytes
+
+    rows = _mixin_rows(compiled)[nid]
+    node = compiled.executed.nodes[nid]
+    slots = int(node.params.num_slots)  # type: ignore[union-attr]
+    row = replay_nbytes(1, layout) - 8  # the columns only: a slot is a SampleBatch
+    raw = compiled.plan.nodes[nid].params.get("num_slots")
+    key = re.fullmatch(r"\$\{(\w+)\}", raw) if isinstance(raw, str) else None
+    return ReplayEstimate(
+        resource=nid,
+        capacity=slots * rows,
+        row_bytes=row,
+        nbytes=slots * rows * row,
+        capacity_key=key.group(1) if key else None,
+        kind="MixInReplay",
+        env=str(ws_params.env),
+        slots=slots,
+    )
+
+
 def check_replay_memory(
     compiled: CompiledPlan,
     params: Mapping[str, Any],
@@ -190,24 +273,31 @@ def check_replay_memory(
         BuildError: the buffers together need more than the available memory; the message
             gives each estimate in binary units and the largest capacity that would fit.
     """
-    estimates = estimate_replay_memory(compiled, params, envs, kinds=("ReplayBuffer",))
+    estimates = estimate_replay_memory(
+        compiled, params, envs, kinds=("ReplayBuffer", "MixInReplay")
+    )
     if available is None:
         available = available_memory_bytes()
     total = sum(e.nbytes for e in estimates)
     if available is None or total <= available:
         return estimates
     needs = "; ".join(
-        f"replay buffer {e.resource!r} of capacity {e.capacity:,} env steps needs about "
+        f"{e.what} of capacity {e.capacity:,} env steps needs about "
         f"{format_bytes(e.nbytes)} ({e.row_bytes} bytes per env step)"
         for e in estimates
     )
     hints = []
     for e in estimates:
-        hint = f"lower the capacity ({_how(e, python=True)})"
+        what = "num_slots" if e.kind == "MixInReplay" else "the capacity"
+        hint = f"lower {what} ({_how(e, python=True)})"
         if len(estimates) == 1:
             # PER trees: 32 bytes per leaf, up to 64 per env step with power-of-two leaves.
             per_step = e.row_bytes + (64 if e.prioritized else 0)
-            hint += f"; about {available // per_step:,} env steps fit"
+            if e.kind == "MixInReplay":
+                per_slot = per_step * (e.capacity // max(e.slots, 1))
+                hint += f"; about {available // per_slot:,} slots fit"
+            else:
+                hint += f"; about {available // per_step:,} env steps fit"
         hints.append(hint)
     raise BuildError(
         f"{needs}, but only {format_bytes(available)} of memory is available: {'; '.join(hints)}"
@@ -218,7 +308,7 @@ def _how(e: ReplayEstimate, python: bool) -> str:
     """Where the capacity is set: its config key as ``--set``, and as ``config=`` too when
     the caller may be Python (a build; ``plangraph validate`` is the command line's)."""
     if not e.capacity_key:
-        return f"resource {e.resource!r}"
+        return f"node {e.resource!r}" if e.kind == "MixInReplay" else f"resource {e.resource!r}"
     key = e.capacity_key
     return f"--set {key}=N" + (f", or config={{{key!r}: N}} from Python" if python else "")
 
@@ -226,6 +316,9 @@ def _how(e: ReplayEstimate, python: bool) -> str:
 def _fit_hint(e: ReplayEstimate, available: int, python: bool) -> str:
     # PER trees: 32 bytes per leaf, up to 64 per env step with power-of-two leaves.
     per_step = e.row_bytes + (64 if e.prioritized else 0)
+    if e.kind == "MixInReplay":
+        per_slot = per_step * (e.capacity // max(e.slots, 1))
+        return f"lower num_slots ({_how(e, python)}): about {available // per_slot:,} slots fit"
     return f"lower the capacity ({_how(e, python)}): about {available // per_step:,} env steps fit"
 
 
@@ -261,9 +354,13 @@ def replay_memory_diagnostics(
                 f"{e.what} of capacity {e.capacity:,} env steps needs about "
                 f"{format_bytes(e.nbytes)} when full ({e.row_bytes} bytes per env step of "
                 f"{e.env}{per_shard}){others}, but {where} only {format_bytes(available)}",
-                node=None,
-                pointer=f"/resources/{e.resource}/params/capacity",
-                location=compiled.resources[e.resource].location,
+                node=e.resource if e.kind == "MixInReplay" else None,
+                pointer=e.pointer,
+                location=(
+                    compiled.nodes[e.resource].location
+                    if e.kind == "MixInReplay"
+                    else compiled.resources[e.resource].location
+                ),
                 hint=f"{_fit_hint(e, share, python)}; or run where more memory is free",
             )
         )
@@ -316,7 +413,7 @@ def replay_memory_notes(compiled: CompiledPlan, params: Mapping[str, Any]) -> di
     if not replay:
         return {}
     try:
-        estimates = estimate_replay_memory(compiled, params)
+        estimates = estimate_replay_memory(compiled, params, kinds=_REPLAY_KINDS)
     except Exception as exc:  # an env that cannot be made here: say so, never crash
         why = f"{type(exc).__name__}: {exc}".splitlines()[0]
         return {

@@ -60,13 +60,18 @@ def _samplers(draft: Draft, rid: str) -> list[str]:
     ]
 
 
+_CONCATS = ("ConcatBatches", "AggregateBatches")
+"""The operators that concatenate rollouts into train batches of ``min_batch_size``."""
+
+
 def _train_batches(draft: Draft, samplers: list[str]) -> dict[str, int]:
-    """ConcatBatches node id -> min_batch_size, for those the samplers' rollouts feed."""
+    """ConcatBatches (or AggregateBatches) node id -> min_batch_size, for those the
+    samplers' rollouts feed."""
     out: dict[str, int] = {}
     for nid in draft.order():
         want = draft.param(nid, "min_batch_size")
         ins = draft.inputs(nid)
-        if draft.op(nid) != "ConcatBatches" or not isinstance(want, int) or len(ins) != 1:
+        if draft.op(nid) not in _CONCATS or not isinstance(want, int) or len(ins) != 1:
             continue
         if rollout_source(draft.ctx, ins[0]) in samplers:
             out[nid] = want

@@ -11,12 +11,21 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from plangraph.ir.types import ANY, PortType, list_of
-from plangraph.ops.builtin._shared import PolicyIds, policies_field, same_as_input
+from plangraph.ops.builtin._shared import (
+    WORKERS_WRITE,
+    PolicyIds,
+    ResourceRef,
+    policies_field,
+    same_as_input,
+    workers_field,
+)
 from plangraph.ops.declare import register_op
 from plangraph.ops.registry import OpParams
-from plangraph.ops.sizes import MAX_BATCH, MAX_IN_FLIGHT
+from plangraph.ops.sizes import MAX_BATCH, MAX_IN_FLIGHT, MAX_SHARDS, MAX_WINDOW
 
 __all__ = [
+    "AggregateBatches",
+    "AggregateBatchesParams",
     "Batch",
     "BatchParams",
     "ConcatBatches",
@@ -70,6 +79,70 @@ ConcatBatches = register_op(
     output="SampleBatch",
     params=ConcatBatchesParams,
     infer_output=same_as_input,
+    builtin=True,
+)
+
+
+class AggregateBatchesParams(OpParams):
+    """``ConcatBatches`` run on aggregation actors near the rollout workers (IMPALA's tree
+    aggregation, RLlib 1.x ``num_aggregation_workers``: ``rllib/execution/tree_agg.py``).
+
+    Reads an ``async`` ``ParallelRollouts`` directly (its only reader) and takes its place
+    at run time: ``num_aggregation_workers`` actors (0 CPUs each) share the source's
+    rollout workers round-robin (aggregator ``i`` owns workers ``i``, ``i + n``, ...). Each
+    aggregator keeps the source's ``num_async`` sample requests in flight per owned worker,
+    fetches the fragments itself (worker to aggregator through the object store, never
+    through the driver), sends each worker the learner's weights after every
+    ``max_weight_sync_delay`` of its fragments (per-actor sync, as ``UpdateWorkerWeights``:
+    the driver hands each aggregator an object ref of the weights once per learner version,
+    and the aggregator passes the ref on), and concatenates fragments in completion order
+    until at least ``min_batch_size`` env steps, as ``ConcatBatches``. The driver receives
+    whole train batches, in completion order over the aggregators (keeping
+    ``max_requests_in_flight_per_aggregator`` requests in flight to each), and adds each one's env
+    steps (and completed episodes) to ``num_env_steps_sampled`` when it arrives (so the
+    counter lags the workers by the fragments still inside the aggregators) and the
+    aggregators' weight syncs to ``num_weight_syncs``. SampleBatch only.
+
+    Limits: a rollout worker that dies stops the run (naming this node); the fragments
+    inside the aggregators are not checkpointed (at most one train batch per aggregator
+    is lost on restore).
+    """
+
+    workers: ResourceRef = workers_field()
+    min_batch_size: int = Field(
+        ge=1, le=MAX_BATCH, description="Env steps per emitted train batch (at least)."
+    )
+    num_aggregation_workers: int = Field(
+        ge=1,
+        le=MAX_SHARDS,
+        description="Aggregation actors; at most the worker set's num_workers.",
+    )
+    max_weight_sync_delay: int = Field(
+        1,
+        ge=1,
+        le=MAX_WINDOW,
+        description="Rollout fragments of one worker between two weight syncs to it.",
+    )
+    max_requests_in_flight_per_aggregator: int = Field(
+        2,
+        ge=1,
+        le=MAX_IN_FLIGHT,
+        description=(
+            "Train-batch requests the driver keeps in flight per aggregation actor (RLlib's "
+            "max_requests_in_flight_per_aggregator_worker); they run one after another."
+        ),
+    )
+
+
+AggregateBatches = register_op(
+    "AggregateBatches",
+    category="combine",
+    apply="combine",
+    inputs=["SampleBatch"],
+    output="SampleBatch",
+    params=AggregateBatchesParams,
+    resources=WORKERS_WRITE,
+    placement="aggregators",
     builtin=True,
 )
 

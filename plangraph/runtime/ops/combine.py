@@ -7,9 +7,9 @@ from collections.abc import Callable
 from typing import Any
 
 from plangraph.flow.local import LocalIterator
-from plangraph.flow.metrics import get_metrics
-from plangraph.runtime.build_context import BuildContext
-from plangraph.runtime.counters import SAMPLED
+from plangraph.flow.metrics import get_metrics, phase
+from plangraph.runtime.build_context import BuildContext, resource_id
+from plangraph.runtime.counters import SAMPLED, WEIGHT_SYNCS
 from plangraph.runtime.implementations import register_lowering, register_map
 
 
@@ -61,6 +61,85 @@ def _concat_batches(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIte
 
     ctx.register_operator_state(node.id, get_state, set_state)
     return inputs[0].combine(concat, name=node.id)
+
+
+_AGGREGATORS: dict[tuple[int, str], list[Any]] = {}
+"""The aggregation actors of each lowered AggregateBatches, by (id of its BuildContext,
+node id): a dataflow lowered again (``Algorithm.restore``) stops the last one's, which
+would otherwise keep taking fragments from the same rollout workers."""
+
+
+@register_lowering("AggregateBatches")
+def _aggregate_batches(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIterator[Any]:
+    # Takes its source's place: the compiler made sure (PG215-PG217) that it reads an
+    # async ParallelRollouts of the same worker set directly and alone, so that stream
+    # (inputs[0]) is never pulled and its workers are sampled by the aggregators instead.
+    import ray
+
+    from plangraph.flow.parallel import ParallelIterator
+    from plangraph.runtime.aggregation import start_aggregators
+
+    p = node.params
+    source: Any = ctx.compiled.nodes[node.inputs[0]].params  # ParallelRolloutsParams
+    ws = ctx.worker_set(p.workers)
+    ws_id = resource_id(p.workers)
+    lock = ctx.policy_lock(p.workers)
+    learners = [t for t in ctx.learners.values() if t.workers == ws_id]
+    key = (id(ctx), node.id)
+    for old in _AGGREGATORS.pop(key, ()):
+        ray.kill(old)
+    aggregators = start_aggregators(
+        ws.remote_workers,
+        p.num_aggregation_workers,
+        p.min_batch_size,
+        source.num_async,
+        p.max_weight_sync_delay,
+        node.id,
+    )
+
+    _AGGREGATORS[key] = aggregators
+
+    def close() -> None:
+        if _AGGREGATORS.get(key) is aggregators:
+            del _AGGREGATORS[key]
+        for agg in aggregators:
+            ray.kill(agg)
+
+    ctx.closers.append(close)
+    cached: list[Any] = [None, -1]  # (object ref of the weights, learner version)
+    sent: dict[int, int] = {}  # id(aggregator) -> learner version it holds
+    pending: list[Any] = []  # replies of the set_weights calls, not looked at yet
+
+    def version() -> int:
+        return learners[0].version if learners else 0
+
+    def record(item: Any) -> Any:
+        batch, syncs = item
+        if pending:  # nothing silent: a failed set_weights raises here (never waits)
+            done, pending[:] = ray.wait(pending, num_returns=len(pending), timeout=0)
+            if done:
+                ray.get(done)
+        metrics = get_metrics()
+        ctx.record_batch(batch)  # env steps sampled, the episodes completed
+        metrics.counters[WEIGHT_SYNCS] += syncs
+        agg = metrics.current_actor
+        current = version()
+        if agg is not None and sent.get(id(agg)) != current:
+            with phase("broadcast"):
+                if cached[1] != current:
+                    with lock:  # a consistent snapshot, never half an update
+                        weights = ws.local_policy.get_weights()
+                        current = version()
+                    cached[0], cached[1] = ray.put(weights), current
+                global_vars = {**ctx.run_state.global_vars(), "policy_version": cached[1]}
+                # Boxed: the aggregator passes the ref on to its workers.
+                pending.append(agg.set_weights.remote([cached[0]], global_vars))
+            sent[id(agg)] = cached[1]
+        return batch
+
+    stream = ParallelIterator.from_actors(aggregators, method="next_batch", name=node.id)
+    stream_in = stream.gather_async(num_async=p.max_requests_in_flight_per_aggregator)
+    return stream_in.for_each(record, name=node.id)
 
 
 @register_lowering("Batch")
