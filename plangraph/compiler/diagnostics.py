@@ -217,6 +217,18 @@ CODES: dict[str, tuple[str, Severity, str]] = {
         "from: R2D2 (replayed sequences with their stored state) from single transitions, "
         "or a transition learner (dqn) from sequences.",
     ),
+    # DD-PPO (DDPPOTrain)
+    "PG205": (
+        "no-process-group",
+        "error",
+        "DDPPOTrain on a worker set without remote rollout workers (num_workers = 0): no "
+        "process group can form and the driver holds no learner.",
+    ),
+    "PG206": (
+        "all-reduce-multi-agent",
+        "error",
+        "DDPPOTrain on a multi-agent worker set (it trains one policy on every worker).",
+    ),
     # the compiler itself
     "PG196": (
         "replay-larger-than-memory",

@@ -35,7 +35,12 @@ from plangraph.ops.builtin.replay import (
     WriteExperiences,
 )
 from plangraph.ops.builtin.sink import StandardMetricsReporting
-from plangraph.ops.builtin.sources import AsyncGradients, ParallelRollouts, ReadExperiences
+from plangraph.ops.builtin.sources import (
+    AsyncGradients,
+    DDPPOTrain,
+    ParallelRollouts,
+    ReadExperiences,
+)
 from plangraph.ops.builtin.train import (
     ApplyGradients,
     AverageGradients,
@@ -95,6 +100,7 @@ __all__ = [
     "ComputeGradients",
     "ConcatBatches",
     "Concurrently",
+    "DDPPOTrain",
     "Dequeue",
     "Duplicate",
     "Enqueue",
