@@ -70,6 +70,7 @@ def test_params_models_are_strict_and_documented() -> None:
     assert workers_ops == {
         "ParallelRollouts",
         "AsyncGradients",
+        "DDPPOTrain",
         "TrainOneStep",
         "ComputeGradients",
         "ApplyGradients",

@@ -25,8 +25,8 @@ from plangraph.text import brief, count
 
 __all__ = [
     "SpaceProblem",
-    "check_batch_sizes",
     "check_all_reduce",
+    "check_batch_sizes",
     "check_capabilities",
     "check_env_spaces",
     "check_gradient_sources",

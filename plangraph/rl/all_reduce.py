@@ -357,14 +357,14 @@ class AllReduceGroup:
                     results[pos] = value
         if failed and not dead:
             self.close()
-            pos, error = next(iter(failed.items()))
+            pos, first = next(iter(failed.items()))
             raise OperatorError(
                 self.node_id,
                 f"rollout worker {pos + 1} failed in its data-parallel round: "
-                f"{type(error).__name__}: {str(error).strip().splitlines()[-1]}",
-                str(error),
+                f"{type(first).__name__}: {str(first).strip().splitlines()[-1]}",
+                str(first),
                 f"rollout worker {pos + 1}",
-            ) from error
+            ) from first
         return dead
 
     def _recover(self, dead: Mapping[int, BaseException]) -> None:
