@@ -3,9 +3,11 @@
 No learner in the driver: the rollout workers form a ``torch.distributed`` process group
 (gloo) and each round every worker samples its own fragment, runs PPO's SGD epochs on its
 own rows and all-reduces (averages) each minibatch's gradients with its peers before the
-same optimizer step, so all workers keep identical weights; the driver gathers metrics::
+same optimizer step, so all workers keep identical weights; the driver gathers metrics.
+Per-shard (the train step runs inside each rollout worker, on its own stream)::
 
-    DDPPOTrain(workers) -> StandardMetricsReporting
+    ParallelRollouts(mode="raw") -> DDPPOTrainOnShard -> GatherShards(mode="batch")
+        -> DDPPOReport -> StandardMetricsReporting
 
 Settings: PPO's CartPole plan (``plans/ppo.py``) cut per worker: each of the 2 workers
 trains on its own 8 x 64 = 512 rows per round (1,024 env steps per round in all), 6 epochs
@@ -15,7 +17,14 @@ linearly to 0 over 150k env steps.
 """
 
 from plangraph import Plan, PlanConfig
-from plangraph.ops import DDPPOTrain, StandardMetricsReporting, worker_set
+from plangraph.ops import (
+    DDPPOReport,
+    DDPPOTrainOnShard,
+    GatherShards,
+    ParallelRollouts,
+    StandardMetricsReporting,
+    worker_set,
+)
 
 cfg = PlanConfig(
     env="CartPole-v1",
@@ -36,8 +45,11 @@ cfg = PlanConfig(
     min_iter_time_s=0.0,
 )
 
-train = DDPPOTrain(id="train")
-metrics = StandardMetricsReporting(train, min_iter_time_s=cfg.min_iter_time_s, id="metrics")
+rollouts = ParallelRollouts(mode="raw", id="rollouts")  # Shard[SampleBatch]: each worker's
+train = DDPPOTrainOnShard(rollouts, id="train")  # in each worker, on its own rows
+rounds = GatherShards(train, mode="batch", id="gather")  # one list per round, to the driver
+report = rounds.for_each(DDPPOReport(id="report"))  # stats, counters, rank 0's weights
+metrics = StandardMetricsReporting(report, min_iter_time_s=cfg.min_iter_time_s, id="metrics")
 
 plan = Plan.from_builder(
     metrics,

@@ -217,17 +217,17 @@ CODES: dict[str, tuple[str, Severity, str]] = {
         "from: R2D2 (replayed sequences with their stored state) from single transitions, "
         "or a transition learner (dqn) from sequences.",
     ),
-    # DD-PPO (DDPPOTrain)
+    # DD-PPO (DDPPOTrainOnShard)
     "PG205": (
         "no-process-group",
         "error",
-        "DDPPOTrain on a worker set without remote rollout workers (num_workers = 0): no "
-        "process group can form and the driver holds no learner.",
+        "DDPPOTrainOnShard on a worker set without remote rollout workers (num_workers = 0): "
+        "no process group can form and the driver holds no learner.",
     ),
     "PG206": (
         "all-reduce-multi-agent",
         "error",
-        "DDPPOTrain on a multi-agent worker set (it trains one policy on every worker).",
+        "DDPPOTrainOnShard on a multi-agent worker set (it trains one policy on every worker).",
     ),
     # per-shard streams (Shard[T], on the rollout workers)
     "PG200": (

@@ -42,7 +42,7 @@ _NEEDS: dict[str, tuple[str, str]] = {
     "ComputeGradients": ("gradients", "asks the policy for gradients"),
     "ApplyGradients": ("gradients", "applies gradients to the policy"),
     "AsyncGradients": ("gradients", "asks the rollout workers' policies for gradients"),
-    "DDPPOTrain": (
+    "DDPPOTrainOnShard": (
         "all_reduce",
         "trains the rollout workers' policies on gradients all-reduced among them",
     ),
@@ -50,7 +50,13 @@ _NEEDS: dict[str, tuple[str, str]] = {
 
 #: operators that update the learner policy from the batches they receive (AsyncGradients
 #: from the fragments its rollout workers sample themselves)
-_TRAINERS = ("TrainOneStep", "ComputeGradients", "Enqueue", "AsyncGradients", "DDPPOTrain")
+_TRAINERS = (
+    "TrainOneStep",
+    "ComputeGradients",
+    "Enqueue",
+    "AsyncGradients",
+    "DDPPOTrainOnShard",
+)
 
 #: operators whose output items are their input items (same env steps per item)
 _PASS_THROUGH = frozenset(
@@ -767,9 +773,9 @@ def check_gradient_sources(ctx: Context) -> None:
 
 
 def check_all_reduce(ctx: Context) -> None:
-    """DDPPOTrain's process group is formed by remote rollout workers of one policy."""
+    """DDPPOTrainOnShard's process group is formed by remote rollout workers of one policy."""
     for nid, node in ctx.plan.nodes.items():
-        if node.op != "DDPPOTrain" or ctx.sigs.get(nid) is None:
+        if node.op != "DDPPOTrainOnShard" or ctx.sigs.get(nid) is None:
             continue
         ref = _param(ctx, nid, "workers")
         found = _resource(ctx, ref, WorkerSetParams)
@@ -780,7 +786,7 @@ def check_all_reduce(ctx: Context) -> None:
         if ws.policies is not None:
             ctx.report(
                 "PG206",
-                f"DDPPOTrain {brief(nid)} trains one policy on all rollout workers, but worker "
+                f"{node.op} {brief(nid)} trains one policy on all rollout workers, but worker "
                 f"set {brief(rid)} declares several policies (multi-agent)",
                 node=nid,
                 pointer=f"/resources/{rid}/params/policies",
@@ -789,7 +795,7 @@ def check_all_reduce(ctx: Context) -> None:
         elif ws.num_workers == 0:
             ctx.report(
                 "PG205",
-                f"DDPPOTrain {brief(nid)} trains on the remote rollout workers of worker set "
+                f"{node.op} {brief(nid)} trains on the remote rollout workers of worker set "
                 f"{brief(rid)}, which has num_workers = 0: there is no worker to form the "
                 "process group (the driver holds no learner in DD-PPO)",
                 node=nid,

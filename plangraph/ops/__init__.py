@@ -38,7 +38,6 @@ from plangraph.ops.builtin.replay import (
 from plangraph.ops.builtin.sink import StandardMetricsReporting
 from plangraph.ops.builtin.sources import (
     AsyncGradients,
-    DDPPOTrain,
     ParallelRollouts,
     ReadExperiences,
 )
@@ -46,6 +45,8 @@ from plangraph.ops.builtin.train import (
     ApplyGradients,
     AverageGradients,
     ComputeGradients,
+    DDPPOReport,
+    DDPPOTrainOnShard,
     Dequeue,
     Enqueue,
     TrainOneStep,
@@ -101,7 +102,8 @@ __all__ = [
     "ComputeGradients",
     "ConcatBatches",
     "Concurrently",
-    "DDPPOTrain",
+    "DDPPOReport",
+    "DDPPOTrainOnShard",
     "Dequeue",
     "Duplicate",
     "Enqueue",

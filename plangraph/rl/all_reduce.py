@@ -1,27 +1,23 @@
-"""Data-parallel training on the rollout workers: a ``torch.distributed`` process group over
-a ``WorkerSet``'s actors, as DD-PPO's (Wijmans et al. 2020; RLlib 1.x
-``rllib/agents/ddppo/ddppo.py``).
-
-Worker side (module-level functions, run inside each ``RolloutWorker`` actor through
-Ray's ``actor.__ray_call__.remote(fn, *args)``, which calls ``fn(worker, *args)``; the
-shard operator form ``fn(worker, item)`` of the shard contract):
+"""Data-parallel training on the rollout workers: a ``torch.distributed`` process group
+formed by a ``WorkerSet``'s rollout workers themselves, as DD-PPO's (Wijmans et al. 2020;
+RLlib 1.x ``rllib/agents/ddppo/ddppo.py``). Everything here runs inside the rollout worker
+actors (``fn(worker, ...)``, ``worker`` the ``RolloutWorker``), except :class:`Rendezvous`,
+a small actor of its own:
 
 * :func:`find_address`: rank 0 finds its own node's address and a free TCP port;
 * :func:`join_group`: ``torch.distributed.init_process_group(backend="gloo",
-  init_method="tcp://HOST:PORT", rank, world_size, timeout)``, then rank 0's learner state
-  (weights, optimizer state, env steps, KL coefficient; not the sampling RNGs) is
-  broadcast to every rank (``broadcast_object_list``), so all ranks start identical;
+  init_method="tcp://HOST:PORT", rank, world_size, timeout)``, then the learner state
+  (weights, optimizer state, env steps, KL coefficient; not the sampling RNGs) of the
+  lowest rank that trained before (a survivor; rank 0 at the start) is broadcast
+  (``broadcast_object_list``), so every rank starts the group identical;
 * :func:`train_on_shard`: one round on the worker's own rows: ``policy.train`` (the same
   learner code the driver's ``TrainOneStep`` runs) with a policy whose optimizer steps
-  average the gradients over the group (``all_reduces_gradients``: DD-PPO's);
+  average the gradients over the group (``all_reduces_gradients``: DD-PPO's), rolled back
+  if the round breaks;
+* :func:`train_in_group`: the per-shard operator ``DDPPOTrainOnShard``'s
+  ``fn(worker, item)``: forms (or re-forms, after a death) the group through the
+  :class:`Rendezvous` and trains (its docstring: what a death does);
 * :func:`leave_group`: ``destroy_process_group``.
-
-Driver side, :class:`AllReduceGroup`: sets the group up over the worker set's remote
-workers, runs rounds (each worker samples one fragment and trains on it), and when a
-worker dies mid-round stops the round: the survivors roll back to the state they began it
-with and leave the group, the dead worker is replaced by ``WorkerSet.replace_dead_worker``
-(its ``RestartPolicy``), and the group is rebuilt with rank 0 a survivor, whose state the
-replacement receives; then the round is run again. ``close`` tears the group down.
 
 Every rank must make the same number of all-reduces per round: the workers sample the
 same number of rows (``num_envs_per_worker x rollout_fragment_length``) and cut them into
@@ -32,7 +28,6 @@ the same number of minibatches; a round whose workers hold different row counts 
 from __future__ import annotations
 
 import socket
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -42,15 +37,20 @@ import numpy as np
 
 __all__ = [
     "GROUP_KEY",
-    "AllReduceGroup",
+    "TRAINED_KEY",
+    "Rendezvous",
     "ShardTrainResult",
     "find_address",
     "join_group",
     "learner_state",
     "leave_group",
-    "sample_and_train",
+    "train_in_group",
     "train_on_shard",
 ]
+
+TRAINED_KEY = "all_reduce_trained"
+"""Set in ``worker.shard_state`` once the worker has trained in a group: a survivor, whose
+state a rebuilt group takes (``join_group``)."""
 
 GROUP_KEY = "all_reduce_group"
 """Key of the process-group membership in ``worker.shard_state`` (``{"rank", "world_size",
@@ -99,13 +99,15 @@ def join_group(
 ) -> int:
     """Join the gloo process group at ``address`` (rank 0's ``find_address``) as ``rank`` of
     ``world_size`` (leaving any group this process is in first), build the optimizers,
-    and take rank 0's learner state. Blocks until every rank has joined (at most
-    ``timeout_s``). Returns ``rank``. Runs in the worker.
+    and take the learner state of the lowest rank that has trained before (a survivor of
+    an earlier group; rank 0 when none has). Blocks until every rank has joined (at most
+    ``timeout_s``). Returns the rank whose state was broadcast. Runs in the worker.
 
     Raises:
         TypeError: the worker's policy does not average its gradients over the group.
         RuntimeError (``torch.distributed.DistError``): the group did not form in time.
     """
+    import torch
     import torch.distributed as dist
 
     policy = worker.policy
@@ -124,12 +126,17 @@ def join_group(
         timeout=timedelta(seconds=timeout_s),
     )
     policy.build_optimizers()  # a rollout worker's policy trains here
-    payload: list[Any] = [learner_state(policy) if rank == 0 else None]
-    dist.broadcast_object_list(payload, src=0)
-    if rank != 0:
+    state = _shard_state(worker)
+    veterans = torch.zeros(world_size, dtype=torch.int64)
+    veterans[rank] = 1 if state.get(TRAINED_KEY) else 0
+    dist.all_reduce(veterans)
+    src = int(torch.nonzero(veterans)[0]) if int(veterans.sum()) else 0
+    payload: list[Any] = [learner_state(policy) if rank == src else None]
+    dist.broadcast_object_list(payload, src=src)
+    if rank != src:
         _load_learner_state(policy, payload[0])
-    _shard_state(worker)[GROUP_KEY] = {"rank": rank, "world_size": world_size}
-    return rank
+    state[GROUP_KEY] = {"rank": rank, "world_size": world_size}
+    return src
 
 
 def leave_group(worker: Any) -> bool:
@@ -159,6 +166,8 @@ class ShardTrainResult:
         episode_lengths: int64 ``[E]``, their lengths (env steps).
         rank: its rank in the group; worker_index: its ``worker_index``.
         weights: rank 0's weights after the round (``get_weights``), None on other ranks.
+        trained: False for rows sampled in a round that was stopped (a peer died, the
+            group was being formed): counted as sampled, not trained.
     """
 
     stats: dict[str, float]
@@ -168,6 +177,11 @@ class ShardTrainResult:
     rank: int
     worker_index: int
     weights: dict[str, np.ndarray] | None = field(default=None, repr=False)
+    trained: bool = True
+
+    def env_steps(self) -> int:
+        """Env steps the worker sampled for this result (what the driver counts)."""
+        return self.count
 
 
 def train_on_shard(worker: Any, batch: Any) -> ShardTrainResult:
@@ -221,162 +235,130 @@ def train_on_shard(worker: Any, batch: Any) -> ShardTrainResult:
     )
 
 
-def sample_and_train(worker: Any) -> ShardTrainResult:
-    """``train_on_shard(worker, worker.sample())``: sample one fragment (postprocessed:
-    GAE) and train on it. Runs in the worker."""
-    return train_on_shard(worker, worker.sample())
+# --- the per-shard form: the group formed by the workers themselves --------------------
 
 
-class AllReduceGroup:
-    """The process group over ``workers.remote_workers`` and its rounds (module docstring).
+class Rendezvous:
+    """A small Ray actor through which the rollout workers form their process group with no
+    driver in the loop (the per-shard operator ``DDPPOTrainOnShard``): it holds the
+    generation of the group to be in, and rank 0's address for each generation (rank 0
+    finds and publishes it itself). A worker whose all-reduce failed (a peer died) marks
+    its generation broken, so that every worker forms the next one on its next item."""
 
-    Args:
-        workers: a ``WorkerSet`` with at least one remote worker whose policy all-reduces
-            its gradients (``DDPPOPolicy``).
-        timeout_s: the process group's timeout (joining, each all-reduce), seconds.
-        node_id: the plan node running it (error messages, ``replace_dead_worker``).
+    def __init__(self) -> None:
+        self._generation = 1
+        self._addresses: dict[int, tuple[str, int]] = {}
+        self._formed = 0
 
-    Attributes:
-        generation: how many times the group was (re)built.
-        num_aborted_rounds: rounds stopped by a worker's death.
-    """
+    def generation(self) -> tuple[int, int]:
+        """``(generation to be in, generations formed so far)``."""
+        return self._generation, self._formed
 
-    def __init__(self, workers: Any, timeout_s: float, node_id: str = "ddppo") -> None:
-        if not workers.remote_workers:
-            raise ValueError(
-                f"{node_id}: data-parallel training needs remote rollout workers (num_workers >= 1)"
-            )
-        self.workers = workers
-        self.timeout_s = float(timeout_s)
-        self.node_id = node_id
-        self.generation = 0
-        self.num_aborted_rounds = 0
-        self._ready = False
+    def publish(self, generation: int, address: tuple[str, int]) -> None:
+        self._addresses[generation] = address
 
-    # --- set-up and tear-down ---------------------------------------------------------
-    def setup(self, first: int = 0) -> None:
-        """(Re)build the group: the worker at position ``first`` is rank 0 (a survivor
-        after a death), the others follow in worker order. A worker that dies while
-        joining is replaced and the set-up is tried again.
+    def address(self, generation: int) -> tuple[str, int] | None:
+        return self._addresses.get(generation)
 
-        Raises:
-            WorkerRestartError: a worker died more often than its restart policy allows.
-            OperatorError: a worker failed to join (e.g. the timeout passed).
-        """
-        import ray
-        from ray.exceptions import RayActorError
+    def formed(self, generation: int) -> None:
+        self._formed = max(self._formed, generation)
 
-        while True:
-            actors = list(self.workers.remote_workers)
-            order = [first, *[i for i in range(len(actors)) if i != first]]
-            try:
-                address = ray.get(
-                    actors[first].__ray_call__.remote(find_address), timeout=self.timeout_s
+    def broken(self, generation: int) -> int:
+        """Generation ``generation`` broke: the next one is to be formed (idempotent)."""
+        if self._generation == generation:
+            self._generation = generation + 1
+        return self._generation
+
+
+def _join_generation(
+    worker: Any, rendezvous: Any, generation: int, world_size: int, timeout_s: float
+) -> None:
+    """Join the group of ``generation`` as rank ``worker_index - 1``: rank 0 publishes its
+    own address, the others wait for it (at most ``timeout_s``); then ``join_group``."""
+    import time
+
+    import ray
+
+    rank = int(worker.worker_index) - 1
+    if rank == 0:
+        address = find_address(worker)
+        ray.get(rendezvous.publish.remote(generation, address))
+    else:
+        until = time.monotonic() + timeout_s
+        while (found := ray.get(rendezvous.address.remote(generation))) is None:
+            if time.monotonic() > until:
+                raise TimeoutError(
+                    f"rank 0 published no address for process group generation {generation} "
+                    f"within {timeout_s:g} s"
                 )
-                refs = [
-                    actors[pos].__ray_call__.remote(
-                        join_group, address, rank, len(actors), self.timeout_s
-                    )
-                    for rank, pos in enumerate(order)
-                ]
-                dead = self._wait(refs, order)
-            except RayActorError as error:  # rank 0 died before it found an address
-                dead = {first: error}
-            if not dead:
-                self.generation += 1
-                self._ready = True
-                return
-            self._recover(dead)
-            first = next(i for i in range(len(actors)) if i not in dead)
+            time.sleep(0.05)
+        address = found
+    join_group(worker, address, rank, world_size, timeout_s)
+    _shard_state(worker)[GROUP_KEY]["generation"] = generation
+    rendezvous.formed.remote(generation)
 
-    def close(self) -> None:
-        """Every live worker leaves the group (``destroy_process_group``). Idempotent; a
-        dead or unreachable worker is skipped."""
-        import ray
 
-        self._ready = False
-        refs = [w.__ray_call__.remote(leave_group) for w in self.workers.remote_workers]
-        for ref in refs:
-            try:
-                ray.get(ref, timeout=self.timeout_s)
-            except Exception:  # a worker that is gone has no group left to leave
-                pass
+def _sat_out(worker: Any, batch: Any) -> ShardTrainResult:
+    """The result of an item this worker sampled but did not train on."""
+    return ShardTrainResult(
+        stats={},
+        count=int(batch.env_steps()),
+        episode_returns=np.asarray(batch.episode_returns, dtype=np.float64),
+        episode_lengths=np.asarray(batch.episode_lengths, dtype=np.int64),
+        rank=int(worker.worker_index) - 1,
+        worker_index=int(worker.worker_index),
+        trained=False,
+    )
 
-    # --- rounds -----------------------------------------------------------------------
-    def round(self) -> list[ShardTrainResult]:
-        """One round: every worker samples a fragment and trains on it; the results in
-        rank order. A death stops the round, rebuilds the group and runs it again.
 
-        Raises:
-            WorkerRestartError: a worker died more often than its restart policy allows.
-            OperatorError: a worker's round raised (not a death: an env error, a loss
-                error); the group is torn down first.
-        """
-        if not self._ready:
-            self.setup()
-        while True:
-            actors = list(self.workers.remote_workers)
-            refs = [w.__ray_call__.remote(sample_and_train) for w in actors]
-            results: dict[int, ShardTrainResult] = {}
-            dead = self._wait(refs, list(range(len(actors))), results)
-            if not dead:
-                return sorted(results.values(), key=lambda r: r.rank)
-            self.num_aborted_rounds += 1
-            self._recover(dead)
-            survivor = next(i for i in range(len(actors)) if i not in dead)
-            self.setup(first=survivor)
+def train_in_group(
+    worker: Any, batch: Any, rendezvous: Any, world_size: int, timeout_s: float
+) -> ShardTrainResult:
+    """The per-shard step of ``DDPPOTrainOnShard`` (``fn(worker, item)`` with the node's
+    rendezvous actor, world size and timeout bound): be in the current generation's group
+    (forming it with the peers when it is new), then :func:`train_on_shard`.
 
-    def _wait(
-        self,
-        refs: list[Any],
-        positions: list[int],
-        results: dict[int, Any] | None = None,
-    ) -> dict[int, BaseException]:
-        """Wait for every reply (``positions[i]`` is the worker of ``refs[i]``); the dead
-        workers by position. Task errors of live workers: when some worker died they are
-        the broken group's (dropped); else the group is torn down and ``OperatorError``
-        names the worker."""
-        import ray
-        from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
+    A worker that finds its group broken (an all-reduce raised: a peer died; or the group
+    did not form within ``timeout_s``) rolls back, leaves, marks the generation broken and
+    returns its rows untrained (``trained=False``); on their next item all workers form the
+    next generation, where a survivor's state is broadcast. A replacement worker started
+    after a group had formed sits out its first item (the survivors have already returned
+    theirs: the round is stopped), and joins with the others on the next. Runs in the
+    worker.
 
-        from plangraph.flow.errors import OperatorError
+    Raises:
+        ValueError: the ranks hold different numbers of rows.
+        Exception: whatever the loss raised (not a group failure).
+    """
+    import ray
 
-        dead: dict[int, BaseException] = {}
-        failed: dict[int, BaseException] = {}
-        # A peer's death makes the others' gloo calls raise, or time out after timeout_s.
-        budget = self.timeout_s + 60.0
-        for ref, pos in zip(refs, positions, strict=True):
-            try:
-                value = ray.get(ref, timeout=budget)
-            except RayActorError as error:
-                dead[pos] = error
-            except (RayTaskError, GetTimeoutError) as error:
-                failed[pos] = error
-            else:
-                if results is not None:
-                    results[pos] = value
-        if failed and not dead:
-            self.close()
-            pos, first = next(iter(failed.items()))
-            raise OperatorError(
-                self.node_id,
-                f"rollout worker {pos + 1} failed in its data-parallel round: "
-                f"{type(first).__name__}: {str(first).strip().splitlines()[-1]}",
-                str(first),
-                f"rollout worker {pos + 1}",
-            ) from first
-        return dead
+    state = _shard_state(worker)
+    first_item = not state.get("seen")
+    state["seen"] = True
+    generation, formed = ray.get(rendezvous.generation.remote())
+    group = state.get(GROUP_KEY)
+    if group is None or group.get("generation") != generation or not _in_group():
+        if first_item and formed > 0:
+            return _sat_out(worker, batch)  # a replacement: its round was stopped
+        try:
+            _join_generation(worker, rendezvous, generation, world_size, timeout_s)
+        except (RuntimeError, TimeoutError):  # the group did not form: try again next item
+            leave_group(worker)
+            ray.get(rendezvous.broken.remote(generation))
+            return _sat_out(worker, batch)
+    try:
+        result = train_on_shard(worker, batch)
+    except ValueError:
+        raise
+    except RuntimeError:  # a peer left mid-round (gloo raised, or its timeout passed)
+        leave_group(worker)
+        ray.get(rendezvous.broken.remote(generation))
+        return _sat_out(worker, batch)
+    state[TRAINED_KEY] = True
+    return result
 
-    def _recover(self, dead: Mapping[int, BaseException]) -> None:
-        """Survivors leave the broken group; each dead worker is replaced (its restart
-        policy's bound and backoff)."""
-        self._ready = False
-        self.close()
-        for pos, error in sorted(dead.items()):
-            self.workers.replace_dead_worker(pos, error, node_id=self.node_id)
-        print(
-            f"plangraph: {self.node_id}: rebuilding the process group without the dead "
-            f"worker(s) {sorted(p + 1 for p in dead)}, replaced from a survivor's state",
-            file=sys.stderr,
-            flush=True,
-        )
+
+def _in_group() -> bool:
+    import torch.distributed as dist
+
+    return bool(dist.is_available() and dist.is_initialized())

@@ -1,5 +1,5 @@
 """Built-in source operators: streams that start a plan (RLlib Flow's ``ParallelRollouts``,
-``AsyncGradients``, DD-PPO's ``DDPPOTrain``).
+``AsyncGradients``).
 
 Implementations: ``plangraph/runtime/ops/sources.py``.
 """
@@ -12,7 +12,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from plangraph.ir.types import SAMPLE_BATCH, PortType, shard_of
-from plangraph.ops.builtin._shared import WORKERS_READ, WORKERS_WRITE, ResourceRef, workers_field
+from plangraph.ops.builtin._shared import WORKERS_READ, ResourceRef, workers_field
 from plangraph.ops.declare import register_op
 from plangraph.ops.registry import OpParams
 from plangraph.ops.sizes import MAX_IN_FLIGHT
@@ -20,8 +20,6 @@ from plangraph.ops.sizes import MAX_IN_FLIGHT
 __all__ = [
     "AsyncGradients",
     "AsyncGradientsParams",
-    "DDPPOTrain",
-    "DDPPOTrainParams",
     "ParallelRollouts",
     "ParallelRolloutsParams",
     "ReadExperiences",
@@ -107,43 +105,6 @@ AsyncGradients = register_op(
     output="GradInfo",
     params=AsyncGradientsParams,
     resources=WORKERS_READ,
-    placement="actors",
-    builtin=True,
-)
-
-
-class DDPPOTrainParams(OpParams):
-    """Rounds of decentralized data-parallel PPO on the rollout workers (DD-PPO: Wijmans et
-    al. 2020; RLlib 1.x ``ddppo.py``); no learner in the driver.
-
-    The rollout workers form a ``torch.distributed`` process group (backend ``gloo``, a TCP
-    rendezvous at the address rank 0 finds itself, ``process_group_timeout_s`` of the
-    policy), and rank 0's weights and optimizer state are broadcast to all. In each round
-    every worker samples one fragment (``num_envs_per_worker`` x
-    ``rollout_fragment_length`` env steps, GAE-postprocessed), runs the policy's
-    ``num_sgd_iter`` epochs of ``sgd_minibatch_size``-row minibatches on its own rows and
-    all-reduces (averages) the gradients of each minibatch with its peers before the same
-    optimizer step, so every worker keeps identical weights. The driver only gathers:
-    one ``TrainInfo`` per round (the workers' learner stats averaged, the env steps of all
-    workers), adds the env steps to ``num_env_steps_sampled`` and
-    ``num_env_steps_trained`` and the episodes to the episode window, and copies rank 0's
-    weights into the driver's policy (checkpoints, evaluation). A worker that dies stops
-    the round: it is replaced (the WorkerSet's ``max_worker_restarts``), the group is
-    rebuilt with a survivor as rank 0, whose state the replacement receives, and the round
-    runs again. The group is destroyed when the run stops. Needs the ``ddppo`` algorithm
-    (its policy averages its gradients over the group) and ``num_workers >= 1``.
-    """
-
-    workers: ResourceRef = workers_field()
-
-
-DDPPOTrain = register_op(
-    "DDPPOTrain",
-    category="source",
-    apply="source",
-    output="TrainInfo",
-    params=DDPPOTrainParams,
-    resources=WORKERS_WRITE,
     placement="actors",
     builtin=True,
 )

@@ -11,15 +11,13 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from plangraph.flow.local import LocalIterator
-from plangraph.flow.metrics import get_metrics, phase
+from plangraph.flow.metrics import get_metrics
 from plangraph.flow.parallel import ParallelIterator
 from plangraph.runtime.build_context import BuildContext
-from plangraph.runtime.counters import DATASET_EPOCHS, READ, RESTARTS, TRAINED
+from plangraph.runtime.counters import DATASET_EPOCHS, READ, RESTARTS
 from plangraph.runtime.implementations import register_lowering
-from plangraph.runtime.items import GradInfo, TrainInfo
+from plangraph.runtime.items import GradInfo
 from plangraph.runtime.shards import ShardStream, experience_recorder, rollout_recorder
 
 
@@ -108,43 +106,6 @@ def _async_gradients(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIt
         )
 
     return stream.for_each(record, name=node.id)
-
-
-@register_lowering("DDPPOTrain")
-def _ddppo_train(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIterator[Any]:
-    from plangraph.rl.all_reduce import AllReduceGroup
-
-    ws = ctx.worker_set(node.params.workers)
-    group = AllReduceGroup(ws, ws.policy_config.process_group_timeout_s, node_id=node.id)
-    ctx.closers.append(group.close)  # destroy_process_group on every live worker
-    restarts_seen = [ws.num_worker_restarts]
-
-    def rounds() -> Any:
-        while True:
-            with phase("learning"):  # sampling and training happen together on the workers
-                results = group.round()
-            yield results
-
-    def record(results: list[Any]) -> TrainInfo:
-        ws.check_pending(node.id)  # the weights sent to replaced workers (never waits)
-        metrics = get_metrics()
-        metrics.counters[RESTARTS] += ws.num_worker_restarts - restarts_seen[0]
-        restarts_seen[0] = ws.num_worker_restarts
-        count = 0
-        for r in results:
-            ctx.record_sampled(r.count, r.episode_returns, r.episode_lengths)
-            count += r.count
-        metrics.counters[TRAINED] += count
-        keys = set().union(*(r.stats for r in results))
-        stats = {k: float(np.mean([r.stats[k] for r in results if k in r.stats])) for k in keys}
-        metrics.info["learner"] = stats
-        # The driver's copy follows rank 0's (every rank holds the same weights): what a
-        # checkpoint saves and an evaluation acts with.
-        ws.local_policy.set_weights(results[0].weights)
-        ws.local_policy.set_global_vars(ctx.run_state.global_vars())
-        return TrainInfo(stats, count)
-
-    return LocalIterator.from_iterable(rounds, name=node.id).for_each(record, name=node.id)
 
 
 @register_lowering("ReadExperiences")
