@@ -13,7 +13,8 @@ DDPPOTrainOnShard -> GatherShards(mode="batch") -> DDPPOReport``):
   state, and the run goes on, identical;
 * the run's teardown leaves every worker out of any process group;
 * the compiler refuses ``DDPPOTrainOnShard`` without remote workers (PG205), on a
-  multi-agent worker set (PG206) and with a policy that does not all-reduce (PG170).
+  multi-agent worker set (PG130: its shards are MultiAgentBatch) and with a policy that
+  does not all-reduce (PG170).
 """
 
 from __future__ import annotations

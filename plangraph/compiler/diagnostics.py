@@ -224,11 +224,6 @@ CODES: dict[str, tuple[str, Severity, str]] = {
         "DDPPOTrainOnShard on a worker set without remote rollout workers (num_workers = 0): "
         "no process group can form and the driver holds no learner.",
     ),
-    "PG206": (
-        "all-reduce-multi-agent",
-        "error",
-        "DDPPOTrainOnShard on a multi-agent worker set (it trains one policy on every worker).",
-    ),
     # per-shard streams (Shard[T], on the rollout workers)
     "PG200": (
         "shard-to-driver",

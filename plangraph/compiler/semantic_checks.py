@@ -773,7 +773,7 @@ def check_gradient_sources(ctx: Context) -> None:
 
 
 def check_all_reduce(ctx: Context) -> None:
-    """DDPPOTrainOnShard's process group is formed by remote rollout workers of one policy."""
+    """DDPPOTrainOnShard's process group is formed by remote rollout workers."""
     for nid, node in ctx.plan.nodes.items():
         if node.op != "DDPPOTrainOnShard" or ctx.sigs.get(nid) is None:
             continue
@@ -784,15 +784,8 @@ def check_all_reduce(ctx: Context) -> None:
         rid, ws = found
         assert isinstance(ws, WorkerSetParams)
         if ws.policies is not None:
-            ctx.report(
-                "PG206",
-                f"{node.op} {brief(nid)} trains one policy on all rollout workers, but worker "
-                f"set {brief(rid)} declares several policies (multi-agent)",
-                node=nid,
-                pointer=f"/resources/{rid}/params/policies",
-                hint="DD-PPO trains a single-agent worker set (one policy with algo ddppo)",
-            )
-        elif ws.num_workers == 0:
+            continue  # a multi-agent worker set's Shard[MultiAgentBatch]: PG130 already
+        if ws.num_workers == 0:
             ctx.report(
                 "PG205",
                 f"{node.op} {brief(nid)} trains on the remote rollout workers of worker set "
