@@ -228,3 +228,77 @@ def test_the_local_worker_is_the_one_shard_without_remote_workers(tag_worker: An
         assert set(batch["worker_index"]) == {0}
         assert set(batch["worker_pid"]) == {os.getpid()}
     assert [r["counters"]["num_env_steps_sampled"] for r in run["results"]] == [64, 128]
+
+
+# -- render and explain ---------------------------------------------------------------------
+
+SNAPSHOTS = Path(__file__).resolve().parent / "snapshots" / "render"
+
+
+def _snapshot(name: str, dot: str) -> None:
+    snap = SNAPSHOTS / f"{name}.dot"
+    if os.environ.get("PLANGRAPH_UPDATE_SNAPSHOTS") == "1":
+        snap.write_text(dot, encoding="utf-8")
+    assert dot == snap.read_text(encoding="utf-8"), (
+        f"DOT of {name} changed; if intended, regenerate with PLANGRAPH_UPDATE_SNAPSHOTS=1 "
+        "pytest tests/test_shards.py and review the diff"
+    )
+
+
+def test_render_draws_the_shard_region_as_a_box(tag_worker: Any) -> None:
+    c = plangraph.analyze(_sharded())
+    dot = plangraph.to_dot(c)
+    _snapshot("ppo_sharded", dot)
+    box = dot.split('subgraph "cluster_workers/rollouts" {', 1)[1].split("\n  }\n", 1)[0]
+    assert "on each rollout worker (workers)" in box
+    inside = [ln.strip().split(" ", 1)[0] for ln in box.splitlines() if " [shape=" in ln]
+    assert inside == ['"rollouts"', '"tag"']
+    declared = [ln for ln in dot.splitlines() if ln.strip().startswith('"gather" [')]
+    assert len(declared) == 1 and declared[0].startswith('  "gather"')  # outside the box
+
+
+def test_moved_maps_are_drawn_and_explained_like_per_shard_ops() -> None:
+    """The nodes pass worker-side-maps moves onto the workers are in the same box, and
+    explain names the worker set they run on."""
+    plan = json.loads((PLANS / "ppo.json").read_text())
+    plan["nodes"]["rollouts"]["params"]["mode"] = "async"
+    plan["nodes"]["m"] = {"op": "StandardizeFields", "inputs": ["rollouts"], "params": {}}
+    plan["nodes"]["concat"]["inputs"] = ["m"]
+    c = plangraph.compile(plan)
+    assert c.executed.nodes["m"].host == "rollouts"
+    dot = plangraph.to_dot(c)
+    box = dot.split('subgraph "cluster_workers/rollouts" {', 1)[1].split("\n  }\n", 1)[0]
+    inside = [ln.strip().split(" ", 1)[0] for ln in box.splitlines() if " [shape=" in ln]
+    assert inside == ['"rollouts"', '"m"']
+    assert "\n  each rollout worker of @workers  rollouts, m (moved, after rollouts)\n" in (
+        c.explain()
+    )
+    # a plan with nothing moved and no raw source draws no box
+    assert "cluster_workers" not in plangraph.to_dot(plangraph.compile(PLANS / "ppo.json"))
+
+
+def test_a_per_shard_op_keeps_its_state_on_the_worker_not_the_driver() -> None:
+    from plangraph.errors import BuildError
+    from plangraph.runtime.implementations import OperatorContext
+
+    class Build:
+        seed = 0
+
+    op = OperatorContext("tag", Build(), per_shard=True)  # type: ignore[arg-type]
+    assert op.on_workers
+    with pytest.raises(BuildError, match=r"per-shard.*worker\.shard_state"):
+        op.save_state(dict, lambda state: None)
+    with pytest.raises(BuildError, match="cannot keep an RNG"):
+        _ = op.rng
+
+
+def test_batch_checks_and_rollout_sizing_see_through_a_sync_gather() -> None:
+    """GatherShards(sync) emits each worker's fragment: "auto" fragments are sized for the
+    train batch as for bulk_sync rollouts, and PG174 counts in fragments."""
+    c = plangraph.analyze(
+        _sharded(op=None), config={"rollout_fragment_length": "auto", "train_batch_size": 1024}
+    )
+    assert c.ok and c.executed.resources["workers"].params.rollout_fragment_length == 64
+    uneven = plangraph.analyze(_sharded(op=None), config={"train_batch_size": 1000})
+    assert [d.code for d in uneven.diagnostics] == ["PG174"]
+    assert "512 env steps of one rollout fragment" in uneven.diagnostics[0].message

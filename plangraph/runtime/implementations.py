@@ -70,13 +70,23 @@ class OperatorContext:
             this ``pure`` operator there, or it is a per-shard operator), where the driver
             keeps no state or RNG for it (a per-shard operator keeps its state on the worker:
             ``worker.shard_state``).
+        per_shard: the node is a per-shard operator (``placement="shard"``; implies
+            ``on_workers``).
     """
 
-    def __init__(self, node_id: str, build: BuildContext, *, on_workers: bool = False) -> None:
+    def __init__(
+        self,
+        node_id: str,
+        build: BuildContext,
+        *,
+        on_workers: bool = False,
+        per_shard: bool = False,
+    ) -> None:
         self.node_id = node_id
         self.build = build
         self.seed = build.seed
-        self.on_workers = on_workers
+        self.on_workers = on_workers or per_shard
+        self.per_shard = per_shard
         self._rng: np.random.Generator | None = None
 
     @property
@@ -134,8 +144,7 @@ class OperatorContext:
 
     def _refuse_on_workers(self, what: str) -> None:
         if self.on_workers:
-            sig = self.build.compiled.nodes[self.node_id].signature
-            if sig is not None and sig.placement == "shard":
+            if self.per_shard:
                 raise BuildError(
                     f"node {self.node_id!r}: its per-shard operator runs inside the rollout "
                     f"workers, where the driver cannot keep {what} for it; keep it on the "
@@ -255,7 +264,8 @@ def _user_callable(node: Any, ctx: BuildContext, *, on_workers: bool = False) ->
     if not _WANTS_CONTEXT.get(node.op, False):
         fn = factory(node.params)
     else:
-        op = OperatorContext(node.id, ctx, on_workers=on_workers)
+        per_shard = node.signature is not None and node.signature.placement == "shard"
+        op = OperatorContext(node.id, ctx, on_workers=on_workers, per_shard=per_shard)
         fn = factory(node.params, op)
     if not on_workers and node.id not in ctx.operator_states:
         held = held_state(fn)
