@@ -38,8 +38,10 @@ import numpy as np
 __all__ = [
     "GROUP_KEY",
     "TRAINED_KEY",
+    "ProcessGroupError",
     "Rendezvous",
     "ShardTrainResult",
+    "all_reduce",
     "find_address",
     "join_group",
     "learner_state",
@@ -57,6 +59,28 @@ GROUP_KEY = "all_reduce_group"
 "generation"}``)."""
 
 _OWN_STATE = ("action_rng", "sgd_rng")  # each worker keeps its own sampling and shuffling
+
+
+class ProcessGroupError(RuntimeError):
+    """A collective of the process group failed: a peer left (its process died) or did not
+    answer within the group's timeout. Raised (from torch's error) by the collectives of a
+    round (:func:`all_reduce`), so that a broken group is told from an error of the loss,
+    which torch also raises as ``RuntimeError``."""
+
+
+def all_reduce(tensor: Any, op: Any = None) -> None:
+    """``torch.distributed.all_reduce(tensor, op)`` (default SUM) in place over the default
+    group.
+
+    Raises:
+        ProcessGroupError: the collective failed (a peer died or timed out).
+    """
+    import torch.distributed as dist
+
+    try:
+        dist.all_reduce(tensor, op=dist.ReduceOp.SUM if op is None else op)
+    except RuntimeError as error:  # torch's DistError and gloo's plain RuntimeError
+        raise ProcessGroupError(f"all-reduce failed: {error}") from error
 
 
 def _shard_state(worker: Any) -> dict[str, Any]:
@@ -193,7 +217,8 @@ def train_on_shard(worker: Any, batch: Any) -> ShardTrainResult:
     error propagates. Runs in the worker (the shard contract's ``fn(worker, item)``).
 
     Raises:
-        RuntimeError: the worker is in no process group, or the group broke.
+        RuntimeError: the worker is in no process group.
+        ProcessGroupError: the group broke (a peer died, or its timeout passed).
         ValueError: the ranks hold different numbers of rows.
     """
     import torch
@@ -207,7 +232,7 @@ def train_on_shard(worker: Any, batch: Any) -> ShardTrainResult:
     policy = worker.policy
     cfg = policy.config
     counts = torch.tensor([batch.count, -batch.count], dtype=torch.int64)
-    dist.all_reduce(counts, op=dist.ReduceOp.MAX)
+    all_reduce(counts, op=dist.ReduceOp.MAX)
     if int(counts[0]) != -int(counts[1]):
         raise ValueError(
             f"the ranks hold between {-int(counts[1])} and {int(counts[0])} rows this round; "
@@ -328,7 +353,8 @@ def train_in_group(
 
     Raises:
         ValueError: the ranks hold different numbers of rows.
-        Exception: whatever the loss raised (not a group failure).
+        Exception: whatever the loss raised (a ``RuntimeError`` of torch included: only a
+            failed collective, ``ProcessGroupError``, counts as a broken group).
     """
     import ray
 
@@ -348,9 +374,7 @@ def train_in_group(
             return _sat_out(worker, batch)
     try:
         result = train_on_shard(worker, batch)
-    except ValueError:
-        raise
-    except RuntimeError:  # a peer left mid-round (gloo raised, or its timeout passed)
+    except ProcessGroupError:  # a peer left mid-round (gloo raised, or its timeout passed)
         leave_group(worker)
         ray.get(rendezvous.broken.remote(generation))
         return _sat_out(worker, batch)

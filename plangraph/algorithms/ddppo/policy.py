@@ -23,6 +23,7 @@ import torch.distributed as dist
 
 from plangraph.algorithms.ddppo.config import DDPPOConfig
 from plangraph.algorithms.ppo.policy import PPOPolicy
+from plangraph.rl.all_reduce import all_reduce
 from plangraph.rl.policy import Stats
 
 __all__ = ["DDPPOPolicy", "all_reduce_mean"]
@@ -33,14 +34,14 @@ def all_reduce_mean(grads: dict[str, list[torch.Tensor]]) -> dict[str, list[torc
     process group: one all-reduce of all of them flattened into one vector.
 
     Raises:
-        RuntimeError (``torch.distributed.DistError`` and subclasses): a peer left the
-            group or did not answer within the group's timeout.
+        ProcessGroupError: a peer left the group or did not answer within the group's
+            timeout (``plangraph.rl.all_reduce.all_reduce``).
     """
     flat = [g for gs in grads.values() for g in gs]
     if not flat:
         return grads
     buf = torch.cat([g.detach().reshape(-1) for g in flat])
-    dist.all_reduce(buf, op=dist.ReduceOp.SUM)
+    all_reduce(buf)
     buf.div_(dist.get_world_size())
     out: dict[str, list[torch.Tensor]] = {}
     start = 0
