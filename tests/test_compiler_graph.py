@@ -141,6 +141,7 @@ def test_checks_are_the_pipeline_modules_explicit_order() -> None:
         "output-type",
         "env-spaces",
         "capabilities",
+        "all-reduce",
         "replay-use",
         "replay-ready",
         "batch-sizes",

@@ -21,6 +21,7 @@ PLANS = Path(__file__).resolve().parent.parent / "plans"
 TARGET = 475.0
 BUDGETS = {  # env steps sampled
     "ppo": 300_000,
+    "ddppo": 300_000,
     "dqn": 200_000,
     "a2c": 500_000,
     "a2c_microbatch": 500_000,

@@ -70,6 +70,8 @@ def test_params_models_are_strict_and_documented() -> None:
     assert workers_ops == {
         "ParallelRollouts",
         "AsyncGradients",
+        "DDPPOTrainOnShard",
+        "DDPPOReport",
         "TrainOneStep",
         "ComputeGradients",
         "ApplyGradients",

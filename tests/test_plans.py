@@ -25,6 +25,7 @@ NAMES = (
     "bc",
     "cql",
     "ddpg",
+    "ddppo",
     "dqn",
     "impala",
     "impala_agg",

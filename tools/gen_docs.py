@@ -56,6 +56,10 @@ GUIDE = {
         "Gradients on the rollout workers: A3C",
         "async.md#gradients-on-the-rollout-workers-a3c",
     ),
+    "ddppo": (
+        "Training on the rollout workers: DD-PPO",
+        "async.md#training-on-the-rollout-workers-dd-ppo",
+    ),
     "apex": ("Distributed replay: Ape-X", "async.md#distributed-replay-ape-x"),
     "apex_ddpg": ("Distributed replay: Ape-X", "async.md#distributed-replay-ape-x"),
     "ddpg": ("Continuous actions, images and preprocessing", "continuous.md"),

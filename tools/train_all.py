@@ -55,6 +55,7 @@ PLANS_DIR = ROOT / "plans"
 
 BUDGETS: dict[str, int] = {
     "ppo": 300_000,
+    "ddppo": 300_000,
     "ppo_kl": 300_000,
     "dqn": 200_000,
     "a2c": 500_000,

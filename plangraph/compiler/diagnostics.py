@@ -217,6 +217,13 @@ CODES: dict[str, tuple[str, Severity, str]] = {
         "from: R2D2 (replayed sequences with their stored state) from single transitions, "
         "or a transition learner (dqn) from sequences.",
     ),
+    # DD-PPO (DDPPOTrainOnShard)
+    "PG205": (
+        "no-process-group",
+        "error",
+        "DDPPOTrainOnShard on a worker set without remote rollout workers (num_workers = 0): "
+        "no process group can form and the driver holds no learner.",
+    ),
     # per-shard streams (Shard[T], on the rollout workers)
     "PG200": (
         "shard-to-driver",

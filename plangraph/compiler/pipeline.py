@@ -68,6 +68,7 @@ BUILTIN_CHECKS: tuple[Check, ...] = (
     # what the plan means for the algorithm (values known at compile time only)
     Check.of("env-spaces", semantic_checks.check_env_spaces),
     Check.of("capabilities", semantic_checks.check_capabilities),
+    Check.of("all-reduce", semantic_checks.check_all_reduce),
     Check.of("replay-use", semantic_checks.check_replay_use),
     Check.of("replay-ready", semantic_checks.check_replay_ready),
     Check.of("batch-sizes", semantic_checks.check_batch_sizes),

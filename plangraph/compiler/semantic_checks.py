@@ -26,6 +26,7 @@ from plangraph.text import brief, count
 
 __all__ = [
     "SpaceProblem",
+    "check_all_reduce",
     "check_batch_sizes",
     "check_capabilities",
     "check_env_spaces",
@@ -42,11 +43,21 @@ _NEEDS: dict[str, tuple[str, str]] = {
     "ComputeGradients": ("gradients", "asks the policy for gradients"),
     "ApplyGradients": ("gradients", "applies gradients to the policy"),
     "AsyncGradients": ("gradients", "asks the rollout workers' policies for gradients"),
+    "DDPPOTrainOnShard": (
+        "all_reduce",
+        "trains the rollout workers' policies on gradients all-reduced among them",
+    ),
 }
 
 #: operators that update the learner policy from the batches they receive (AsyncGradients
 #: from the fragments its rollout workers sample themselves)
-_TRAINERS = ("TrainOneStep", "ComputeGradients", "Enqueue", "AsyncGradients")
+_TRAINERS = (
+    "TrainOneStep",
+    "ComputeGradients",
+    "Enqueue",
+    "AsyncGradients",
+    "DDPPOTrainOnShard",
+)
 
 #: operators whose output items are their input items (same env steps per item)
 _PASS_THROUGH = frozenset(
@@ -767,4 +778,31 @@ def check_gradient_sources(ctx: Context) -> None:
                 hint="compute the gradients on the rollout workers with AsyncGradients(workers) "
                 '-> ApplyGradients(update_workers="source") (A3C), or set '
                 "update_workers to true to broadcast the weights to every worker",
+            )
+
+
+def check_all_reduce(ctx: Context) -> None:
+    """DDPPOTrainOnShard's process group is formed by remote rollout workers."""
+    for nid, node in ctx.plan.nodes.items():
+        if node.op != "DDPPOTrainOnShard" or ctx.sigs.get(nid) is None:
+            continue
+        ref = _param(ctx, nid, "workers")
+        found = _resource(ctx, ref, WorkerSetParams)
+        if found is None:
+            continue
+        rid, ws = found
+        assert isinstance(ws, WorkerSetParams)
+        if ws.policies is not None:
+            continue  # a multi-agent worker set's Shard[MultiAgentBatch]: PG130 already
+        if ws.num_workers == 0:
+            ctx.report(
+                "PG205",
+                f"{node.op} {brief(nid)} trains on the remote rollout workers of worker set "
+                f"{brief(rid)}, which has num_workers = 0: there is no worker to form the "
+                "process group (the driver holds no learner in DD-PPO)",
+                node=nid,
+                pointer=f"/resources/{rid}/params/num_workers",
+                hint="set num_workers >= 1 (each worker trains on its own rows; 2 or more "
+                "average their gradients), or use PPO's plan (ParallelRollouts -> "
+                "TrainOneStep) to train in the driver",
             )

@@ -37,11 +37,17 @@ from plangraph.ops.builtin.replay import (
     WriteExperiences,
 )
 from plangraph.ops.builtin.sink import StandardMetricsReporting
-from plangraph.ops.builtin.sources import AsyncGradients, ParallelRollouts, ReadExperiences
+from plangraph.ops.builtin.sources import (
+    AsyncGradients,
+    ParallelRollouts,
+    ReadExperiences,
+)
 from plangraph.ops.builtin.train import (
     ApplyGradients,
     AverageGradients,
     ComputeGradients,
+    DDPPOReport,
+    DDPPOTrainOnShard,
     Dequeue,
     Enqueue,
     TrainOneStep,
@@ -98,6 +104,8 @@ __all__ = [
     "ComputeGradients",
     "ConcatBatches",
     "Concurrently",
+    "DDPPOReport",
+    "DDPPOTrainOnShard",
     "Dequeue",
     "Duplicate",
     "Enqueue",

@@ -28,6 +28,10 @@ __all__ = [
     "AverageGradientsParams",
     "ComputeGradients",
     "ComputeGradientsParams",
+    "DDPPOReport",
+    "DDPPOReportParams",
+    "DDPPOTrainOnShard",
+    "DDPPOTrainOnShardParams",
     "Dequeue",
     "DequeueParams",
     "Enqueue",
@@ -350,6 +354,68 @@ UpdateWorkerWeights = register_op(
     inputs=["SampleBatch"],
     output="SampleBatch",
     params=UpdateWorkerWeightsParams,
+    resources=WORKERS_WRITE,
+    builtin=True,
+)
+
+
+class DDPPOTrainOnShardParams(OpParams):
+    """DD-PPO's per-shard step (Wijmans et al. 2020; RLlib 1.x ``ddppo.py``): runs inside
+    each rollout worker on the fragments it samples (``ParallelRollouts(mode="raw")``),
+    and trains the worker's own policy on them; there is no learner in the driver.
+
+    The workers form a ``torch.distributed`` process group (backend ``gloo``) among
+    themselves: rank ``worker_index - 1``, rank 0 finds its node's address and a free port
+    and publishes it through a small rendezvous actor, every worker calls
+    ``init_process_group(init_method="tcp://HOST:PORT")`` and rank 0's weights and optimizer
+    state are broadcast. Per item, the worker runs its policy's ``num_sgd_iter`` epochs of
+    ``sgd_minibatch_size``-row minibatches on its own rows, and before each optimizer step
+    all-reduces (averages) the minibatch's gradients with its peers, so every worker takes
+    the same step and keeps the same weights. Emits one ``ShardTrainResult`` per item (its
+    learner stats, env steps, episodes; rank 0 adds its weights). A worker that dies stops
+    the round: the survivors roll back, return their rows untrained and leave the group;
+    the replacement (``GatherShards``' restart of the dead shard) sits that round out, and
+    on the next item all workers form a new group in which a survivor's state is
+    broadcast. The group is destroyed when the run stops. Gather it with
+    ``GatherShards(mode="batch")`` (a barrier: one round of every worker) into
+    ``DDPPOReport``. Needs the ``ddppo`` algorithm and ``num_workers >= 1``.
+    """
+
+    workers: ResourceRef = workers_field()
+
+
+DDPPOTrainOnShard = register_op(
+    "DDPPOTrainOnShard",
+    category="train",
+    apply="for_each",
+    inputs=["Shard[SampleBatch]"],
+    output="Shard[ShardTrainResult]",
+    params=DDPPOTrainOnShardParams,
+    resources=WORKERS_WRITE,
+    placement="shard",
+    builtin=True,
+)
+
+
+class DDPPOReportParams(OpParams):
+    """What the driver does in DD-PPO: gathers metrics. Takes one round of
+    ``DDPPOTrainOnShard`` results (``GatherShards(mode="batch")``) and emits one
+    ``TrainInfo``: the workers' learner stats averaged, the env steps they trained on
+    (added to ``num_env_steps_trained``; rows of a stopped round count as sampled, not
+    trained). Copies rank 0's weights into the driver's copy of the policy (what
+    checkpoints save and evaluation acts with); the driver never steps an optimizer.
+    """
+
+    workers: ResourceRef = workers_field()
+
+
+DDPPOReport = register_op(
+    "DDPPOReport",
+    category="train",
+    apply="for_each",
+    inputs=["list[ShardTrainResult]"],
+    output="TrainInfo",
+    params=DDPPOReportParams,
     resources=WORKERS_WRITE,
     builtin=True,
 )

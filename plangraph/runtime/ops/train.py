@@ -472,3 +472,62 @@ def _update_worker_weights(node: Any, ctx: BuildContext) -> Callable[[Any], Any]
         return batch
 
     return sync
+
+
+@register_lowering("DDPPOTrainOnShard")
+def _ddppo_train_on_shard(node: Any, inputs: list[Any], ctx: BuildContext) -> Any:
+    import functools
+
+    import ray
+
+    from plangraph.rl.all_reduce import Rendezvous, leave_group, train_in_group
+
+    ws = ctx.worker_set(node.params.workers)
+    if not ws.remote_workers:  # the compiler refuses it (PG205); a plan built otherwise
+        raise ValueError(f"{node.id}: DD-PPO needs remote rollout workers (num_workers >= 1)")
+    rendezvous: Any = ray.remote(num_cpus=0)(Rendezvous).remote()
+
+    def close() -> None:
+        # Every live worker leaves its group (destroy_process_group), then the rendezvous
+        # goes; a worker already gone has no group left.
+        refs = [w.__ray_call__.remote(leave_group) for w in ws.remote_workers]
+        for ref in refs:
+            try:
+                ray.get(ref, timeout=30.0)
+            except Exception:
+                pass
+        try:
+            ray.kill(rendezvous)
+        except Exception:  # already gone (a second close)
+            pass
+
+    ctx.closers.append(close)
+    fn = functools.partial(
+        train_in_group,
+        rendezvous=rendezvous,
+        world_size=len(ws.remote_workers),
+        timeout_s=float(ws.policy_config.process_group_timeout_s),
+    )
+    return inputs[0].then(node.id, fn)
+
+
+@register_map("DDPPOReport")
+def _ddppo_report(node: Any, ctx: BuildContext) -> Callable[[Any], Any]:
+    ws = ctx.worker_set(node.params.workers)
+
+    def report(results: list[Any]) -> TrainInfo:
+        metrics = get_metrics()
+        trained = [r for r in results if r.trained]
+        count = sum(r.count for r in trained)
+        metrics.counters[TRAINED] += count
+        keys = sorted(set().union(*(r.stats for r in trained))) if trained else []
+        stats = {k: float(np.mean([r.stats[k] for r in trained if k in r.stats])) for k in keys}
+        if trained:
+            metrics.info["learner"] = stats
+        rank0 = next((r for r in trained if r.weights is not None), None)
+        if rank0 is not None:  # every rank holds these weights
+            ws.local_policy.set_weights(rank0.weights)
+        ws.local_policy.set_global_vars(ctx.run_state.global_vars())
+        return TrainInfo(stats, count)
+
+    return report
