@@ -25,6 +25,7 @@ from plangraph.ops.builtin.combine import (
     StandardizeFields,
     WaitUntilTimestepsElapsed,
 )
+from plangraph.ops.builtin.maml import MAMLInnerAdaptation, MetaUpdate
 from plangraph.ops.builtin.merge import Concurrently, Duplicate, Union
 from plangraph.ops.builtin.replay import (
     LocalReplay,
@@ -101,6 +102,8 @@ __all__ = [
     "Flatten",
     "LearnerThreadParams",
     "LocalReplay",
+    "MAMLInnerAdaptation",
+    "MetaUpdate",
     "MixInReplay",
     "ModelSettings",
     "OfflineDataParams",
