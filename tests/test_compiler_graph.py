@@ -134,6 +134,7 @@ def test_checks_are_the_pipeline_modules_explicit_order() -> None:
         "arity",
         "fan-out",
         "types",
+        "shards",
         "replay",
         "learner",
         "reachability",

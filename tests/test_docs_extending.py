@@ -183,6 +183,17 @@ batch = SampleBatch({"rewards": np.ones(4, np.float32)})
 out["mixed"] = [mix(batch).count for _ in range(4)]
 saved = ctx.operator_states["mix"].get_state()
 out["saved"] = [sorted(saved), len(saved["buffer"])]
+tag = my_ops.tag_worker(types.SimpleNamespace())
+worker = types.SimpleNamespace(index=2, shard_state={})
+tagged = [tag(worker, SampleBatch({"rewards": np.ones(3, np.float32)})) for _ in range(2)]
+out["tagged"] = [tagged[-1]["worker_index"].tolist(), worker.shard_state]
+raw = json.loads(open("clip_plan.json").read())
+raw["nodes"]["rollouts"]["params"]["mode"] = "raw"
+raw["nodes"]["clip"] = {"op": "TagWorker", "inputs": ["rollouts"]}
+raw["nodes"]["gather"] = {"op": "GatherShards", "inputs": ["clip"], "params": {"mode": "sync"}}
+raw["nodes"]["concat"]["inputs"] = ["gather"]
+c = plangraph.analyze(raw)
+out["tag_plan"] = [[d.code for d in c.diagnostics if d.is_error], c.placement("clip")]
 env = wrapped_env(gym.make("CartPole-v1"), [WrapperSpec(name="scale_by", params={"factor": 0.01})])
 env.reset(seed=0)
 out["reward"] = env.step(0)[1]
@@ -198,5 +209,11 @@ print(json.dumps(out))
     assert out["1024"] == []  # ClipRewards is a known operator, the check is quiet
     assert out["clipped"] == [-0.5, 0.25, 0.5]
     assert out["mixed"] == [4, 8, 8, 8]  # nothing to replay at first, then one batch
+    # the per-shard operator: tags with the worker's index, keeps its count on the worker
+    assert out["tagged"] == [[2, 2, 2], {"tag": 2}]
+    assert out["tag_plan"] == [
+        [],
+        "rollout workers (actors), per-shard on each worker of @workers, after rollouts",
+    ]
     assert out["saved"] == [["buffer", "rng"], 2]  # the last `capacity` batches and the RNG
     assert out["reward"] == pytest.approx(0.01)

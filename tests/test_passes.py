@@ -226,13 +226,20 @@ def test_explain_shows_where_each_node_runs() -> None:
     assert text.split("\n  rollouts ", 1)[1].split("\n")[0].endswith("[rollout workers (actors)]")
     enqueue = text.split("\n  enqueue ", 1)[1].split("\n")[0]
     assert enqueue.endswith("[driver, feeds learner thread @learner]")
-    assert "\n  learner thread   enqueue (its batches train in learner)\n" in text
-    assert "\n  driver           sync, concat, dequeue, concurrently, metrics\n" in text
+    assert "\n  learner thread                   enqueue (its batches train in learner)\n" in text
+    assert (
+        "\n  driver                           sync, concat, dequeue, concurrently, metrics\n"
+        in text
+    )
+    assert "\n  each rollout worker of @workers  rollouts\n" in text
     text = plangraph.compile(PLANS / "dqn.json").explain()
     target = text.split("\n  target ", 1)[1].split("\n")[0]
     assert target.endswith("[driver, fused stage train+target]")
-    assert "\n  driver           store, replay_batches, train+target (one stage)," in text
-    assert "\n  rollout workers  rollouts\n" in text
+    assert (
+        "\n  driver                           store, replay_batches, train+target (one stage),"
+        in text
+    )
+    assert "\n  each rollout worker of @workers  rollouts\n" in text
 
 
 # -- rollout-sizing ---------------------------------------------------------------------
@@ -345,7 +352,9 @@ def test_a_rowwise_pure_map_after_bulk_sync_rollouts_moves_onto_the_workers(
     assert line.endswith(
         "[rollout workers (actors), moved after rollouts by pass worker-side-maps]"
     )
-    assert "\n  rollout workers  rollouts, m (moved, after rollouts)\n" in c.explain()
+    assert (
+        "\n  each rollout worker of @workers  rollouts, m (moved, after rollouts)\n" in c.explain()
+    )
     assert "ScaleColumn · on rollout workers" in plangraph.to_dot(c)
     off = plangraph.compile(plan, disable_passes=["worker-side-maps"])
     assert off.nodes["m"].placement == "driver" and "ScaleColumn · on" not in plangraph.to_dot(off)

@@ -147,7 +147,11 @@ def operators_page() -> str:
         'Every operator a plan may name (`"op": NAME` in JSON, `NAME(...)` in Python), from '
         "the op registry, as `plangraph ops NAME` prints it. Set a param from the command "
         "line with `--set nodes.ID.PARAM=VALUE`. Your own operators: "
-        "[Extending plangraph](../extending.md#operators).",
+        "[Extending plangraph](../extending.md#operators). Per-shard streams (`Shard[T]`, on "
+        'the rollout workers: `ParallelRollouts(mode="raw")`, operators registered with '
+        '`placement="shard"`, brought to the driver by `GatherShards`): '
+        "[the shard operator contract](../extending.md"
+        "#per-shard-operators-code-that-runs-in-each-rollout-worker).",
         "",
         "| operator | category | type | summary |",
         "|---|---|---|---|",

@@ -182,7 +182,10 @@ def _placements(
     for nid in ctx.plan.nodes:
         sig = ctx.sigs.get(nid)
         host: str | None = hosts.get(nid) or learners.get(nid)
-        if nid in hosts or (sig is not None and sig.placement == "actors"):
+        if sig is not None and sig.placement == "shard":
+            # A per-shard op runs in the workers of the raw rollout source it reads.
+            where, host = "actors", _shard_source(ctx, nid)
+        elif nid in hosts or (sig is not None and sig.placement == "actors"):
             where = "actors"
         elif nid in learners:
             where = "learner thread"
@@ -191,6 +194,21 @@ def _placements(
         maps = tuple(n for n in order if hosts.get(n) == nid)
         out[nid] = (where, host, stage_of.get(nid, ()), maps)
     return out
+
+
+def _shard_source(ctx: Context, nid: str) -> str | None:
+    """The raw ``ParallelRollouts`` whose shards per-shard node ``nid`` maps (up its
+    first inputs), or None (an unknown input, a cycle)."""
+    seen: set[str] = set()
+    while nid in ctx.plan.nodes and nid not in seen:
+        seen.add(nid)
+        node = ctx.plan.nodes[nid]
+        if node.op == "ParallelRollouts":
+            return nid
+        if not node.inputs:
+            return None
+        nid = node.inputs[0]
+    return None
 
 
 def _assemble(

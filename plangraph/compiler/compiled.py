@@ -264,9 +264,16 @@ class CompiledPlan:
         ``"driver"``. After the optimisation passes: a node moved onto the rollout workers
         says so (``"rollout workers (actors), moved after rollouts by pass
         worker-side-maps"``), and a driver node in a fused stage adds ``"fused stage
-        train+target"``."""
+        train+target"``. A per-shard operator (``placement="shard"``) says
+        ``"rollout workers (actors), per-shard on each worker of @workers, after
+        rollouts"``."""
         node = self.nodes[self._known(node_id)]
         sig = node.signature
+        if sig is not None and sig.placement == "shard":
+            ws = self.worker_set_of(node.id)
+            of = f" of @{ws}" if ws else ""
+            after = f", after {node.host}" if node.host else ""
+            return f"rollout workers (actors), per-shard on each worker{of}{after}"
         if node.placement == "actors" and node.host:
             return f"rollout workers (actors), moved after {node.host} by pass worker-side-maps"
         if node.placement == "actors" or (sig is not None and sig.placement == "actors"):
@@ -282,6 +289,41 @@ class CompiledPlan:
         if node.stage:
             notes.append(f"fused stage {'+'.join(node.stage)}")
         return ", ".join(["driver", *notes])
+
+    def worker_set_of(self, node_id: str) -> str | None:
+        """The id of the worker set whose rollout workers run ``node_id``'s work (a
+        rollout source's ``workers``; for a node moved onto the workers or a per-shard
+        operator, its source's), or None: a driver node, or an unknown worker set.
+
+        Raises:
+            KeyError: ``node_id`` is not a node of the plan.
+        """
+        node = self.nodes[self._known(node_id)]
+        if node.placement != "actors":
+            return None
+        src = self.nodes.get(node.host) if node.host else node
+        params = src.params if src is not None else None
+        value = getattr(params, "workers", None) if params is not None else None
+        return value[1:] if isinstance(value, str) and value.startswith("@") else None
+
+    def shard_regions(self) -> dict[str, tuple[str, ...]]:
+        """Rollout source id -> the nodes whose work runs in each of its workers, itself
+        first: a raw ``ParallelRollouts`` and the per-shard operators on its shards, or a
+        source with the pure maps pass ``worker-side-maps`` moved there (topological
+        order). A source with nothing else on its workers has no region (the diagram
+        draws a box around each region; ``explain`` lists what runs where)."""
+        regions: dict[str, list[str]] = {}
+        for n in self.nodes.values():
+            if n.placement == "actors" and n.host and n.host in self.nodes:
+                regions.setdefault(n.host, [n.host]).append(n.id)
+        for n in self.nodes.values():
+            if n.op == "ParallelRollouts" and getattr(n.params, "mode", None) == "raw":
+                regions.setdefault(n.id, [n.id])
+        order = list(self.nodes)
+        return {
+            src: tuple(sorted(ids, key=order.index))
+            for src, ids in sorted(regions.items(), key=lambda kv: order.index(kv[0]))
+        }
 
     def diagnostics_for(self, node_id: str) -> tuple[Diagnostic, ...]:
         return tuple(d for d in self.diagnostics if d.node == node_id)
@@ -427,27 +469,35 @@ class CompiledPlan:
         """Where each node's work runs after the passes, one line per place; a fused
         stage is shown once, as ``a+b``."""
         groups: dict[str, list[str]] = {p: [] for p in PLACEMENTS}
+        on_workers: dict[str | None, list[str]] = {}  # worker set -> its nodes
         for n in self.nodes.values():
             if n.stage and n.stage[0] != n.id:
                 continue
             name = "+".join(n.stage) if n.stage else n.id
-            if n.placement == "actors" and n.host:
+            if n.signature is not None and n.signature.placement == "shard":
+                name += " (per-shard)"
+            elif n.placement == "actors" and n.host:
                 name += f" (moved, after {n.host})"
             elif n.placement == "learner thread" and n.host:
                 name += f" (its batches train in {n.host})"
             elif n.stage:
                 name += " (one stage)"
-            groups.get(n.placement, groups["driver"]).append(name)
-        labels = {
-            "driver": "driver",
-            "actors": "rollout workers",
-            "learner thread": "learner thread",
-        }
-        w = max(len(v) for v in labels.values())
+            if n.placement == "actors":
+                on_workers.setdefault(self.worker_set_of(n.id), []).append(name)
+            else:
+                groups.get(n.placement, groups["driver"]).append(name)
+        # What runs on the driver, and what in each worker of which worker set.
+        rows = [("driver", groups["driver"])]
+        rows += [
+            (f"each rollout worker of @{ws}" if ws else "rollout workers", names)
+            for ws, names in on_workers.items()
+        ]
+        rows.append(("learner thread", groups["learner thread"]))
+        w = max(len(label) for label, names in rows if names)
         out = ["placement after the passes:"]
-        for place in PLACEMENTS:
-            if groups[place]:
-                out += _wrap(f"{labels[place]:<{w}}  {', '.join(groups[place])}", "  ")
+        for label, names in rows:
+            if names:
+                out += _wrap(f"{label:<{w}}  {', '.join(names)}", "  ")
         return out
 
     def _explain_workers(self) -> list[str]:

@@ -56,6 +56,9 @@ class Context:
     params: dict[str, BaseModel | None] = field(default_factory=dict)
     types: dict[str, PortType | None] = field(default_factory=dict)
     input_types: dict[str, tuple[PortType | None, ...]] = field(default_factory=dict)
+    # per node whose stream is a Shard[...]: the worker sets it holds shards of
+    # (check "shards")
+    shard_sets: dict[str, tuple[str, ...]] = field(default_factory=dict)
     # per resource
     res_raw_params: dict[str, dict[str, Any]] = field(default_factory=dict)
     res_params: dict[str, BaseModel | None] = field(default_factory=dict)

@@ -217,6 +217,28 @@ CODES: dict[str, tuple[str, Severity, str]] = {
         "from: R2D2 (replayed sequences with their stored state) from single transitions, "
         "or a transition learner (dqn) from sequences.",
     ),
+    # per-shard streams (Shard[T], on the rollout workers)
+    "PG200": (
+        "shard-to-driver",
+        "error",
+        "A per-shard stream (Shard[T], on the rollout workers) fed to a driver operator "
+        "without GatherShards.",
+    ),
+    "PG201": (
+        "driver-to-shard",
+        "error",
+        "A driver stream fed to a per-shard operator (placement='shard') or to GatherShards.",
+    ),
+    "PG202": (
+        "shard-never-gathered",
+        "error",
+        "A per-shard stream that no GatherShards brings to the driver (the plan output).",
+    ),
+    "PG203": (
+        "shards-of-two-worker-sets",
+        "error",
+        "A per-shard operator (or GatherShards) reading the shards of two different WorkerSets.",
+    ),
     # the compiler itself
     "PG196": (
         "replay-larger-than-memory",

@@ -18,6 +18,8 @@ from plangraph.ir.types import (
     SAMPLE_BATCH,
     PortType,
     is_assignable,
+    is_shard,
+    shard_of,
     substitute,
     unify,
 )
@@ -174,6 +176,8 @@ def check_types(ctx: Context) -> None:
             for i, (src, t) in enumerate(zip(node.inputs, ins, strict=True)):
                 actual = t if t is not None else ANY
                 expected = sig.port_type(i)
+                if is_shard(actual) != is_shard(expected) and not expected.var:
+                    continue  # a shard into a driver port or back: check "shards" says which
                 if not unify(expected, actual, bindings):
                     _mismatch(ctx, nid, i, src, actual, substitute(expected, bindings))
         params = ctx.params.get(nid)
@@ -182,9 +186,12 @@ def check_types(ctx: Context) -> None:
             ctx.types[nid] = sig.infer_output(known, params)
         else:
             ctx.types[nid] = substitute(sig.output, bindings)
-        if ctx.types[nid] == SAMPLE_BATCH and sig.apply == "source" and _multi_agent(ctx, nid):
+        if sig.apply == "source" and _multi_agent(ctx, nid):
             # The rollouts of a multi-agent worker set are per-policy batches.
-            ctx.types[nid] = MULTI_AGENT_BATCH
+            if ctx.types[nid] == SAMPLE_BATCH:
+                ctx.types[nid] = MULTI_AGENT_BATCH
+            elif ctx.types[nid] == shard_of(SAMPLE_BATCH):
+                ctx.types[nid] = shard_of(MULTI_AGENT_BATCH)
         for src in node.inputs:
             if topo.has_edge(src, nid):
                 topo.set_edge_type(src, nid, ctx.types.get(src))

@@ -22,6 +22,7 @@ from plangraph.compiler import (
     resolve,
     resource_checks,
     semantic_checks,
+    shard_checks,
 )
 from plangraph.compiler.compiled import PassRecord
 from plangraph.compiler.context import Context
@@ -57,6 +58,7 @@ BUILTIN_CHECKS: tuple[Check, ...] = (
     Check.of("arity", graph_checks.check_arity),
     Check.of("fan-out", graph_checks.check_fan_out),
     Check.of("types", graph_checks.check_types),
+    Check.of("shards", shard_checks.check_shards),
     # dataflow
     Check.of("replay", graph_checks.check_replay),
     Check.of("learner", graph_checks.check_learner),

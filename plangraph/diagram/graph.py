@@ -281,6 +281,28 @@ def _has_path(adj: Mapping[str, set[str]], start: str, goal: str) -> bool:
     return False
 
 
+def _begin_worker_box(w: DotWriter, source: str, worker_set: str | None) -> None:
+    """Open the box (a DOT cluster) around what runs in each worker of rollout source
+    ``source``; its name cannot clash with a plan id (those have no ``/``)."""
+    w.begin_subgraph(f"cluster_workers/{source}")
+    w.defaults(
+        "graph",
+        {
+            "label": Html(
+                "<I>on each rollout worker"
+                + (f" ({escape_html(worker_set)})" if worker_set else "")
+                + "</I>"
+            ),
+            "labeljust": "l",
+            "fontsize": 10,
+            "style": "rounded,dashed",
+            "color": MUTED_COLOR,
+            "fontcolor": MUTED_COLOR,
+            "margin": 8,
+        },
+    )
+
+
 def to_dot(compiled: CompiledPlan, rankdir: str = "TB", profile: RunProfile | None = None) -> str:
     """The plan as DOT text (UTF-8 safe, deterministic); needs no Graphviz installed.
 
@@ -362,9 +384,7 @@ def to_dot(compiled: CompiledPlan, rankdir: str = "TB", profile: RunProfile | No
             },
         )
 
-    w.blank()
-    w.comment("operators, in topological order")
-    for nid in node_ids:
+    def emit(nid: str) -> None:
         node = compiled.nodes.get(nid)
         raw_node = plan.nodes[nid]
         sig = node.signature if node is not None else None
@@ -399,6 +419,23 @@ def to_dot(compiled: CompiledPlan, rankdir: str = "TB", profile: RunProfile | No
         if nid == compiled.output:
             attrs["tooltip"] = f"{attrs['tooltip']}\n(plan output)"
         w.node(nid, attrs)
+
+    w.blank()
+    w.comment("operators, in topological order")
+    # What runs in each rollout worker (a raw source and its per-shard operators, or the
+    # maps pass worker-side-maps moved there) is drawn in one box per rollout source, at
+    # the place of the source.
+    regions = compiled.shard_regions()
+    region_of = {nid: src for src, ids in regions.items() for nid in ids}
+    for nid in node_ids:
+        src = region_of.get(nid)
+        if src is None:
+            emit(nid)
+        elif nid == src:
+            _begin_worker_box(w, src, compiled.worker_set_of(src))
+            for member in regions[src]:
+                emit(member)
+            w.end_subgraph()
     for src in missing_inputs:
         w.node(
             src,

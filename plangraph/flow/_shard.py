@@ -42,15 +42,20 @@ SHARD_ATTR = "_plangraph_shard_pipelines"
 class RemoteTransform:
     """One transform of a ``ParallelIterator`` chain, applied to each shard's stream."""
 
-    kind: Literal["for_each", "filter", "batch", "flatten", "transform"]
+    kind: Literal["for_each", "for_each_actor", "filter", "batch", "flatten", "transform"]
     fn: Callable[..., Any] | None = None
     n: int = 0
     name: str | None = None
 
-    def apply(self, it: LocalIterator[Any]) -> LocalIterator[Any]:
+    def apply(self, it: LocalIterator[Any], instance: Any = None) -> LocalIterator[Any]:
+        """``it`` with this transform after it; ``instance``: the actor instance it runs
+        in (``for_each_actor`` calls ``fn(instance, item)``)."""
         if self.kind == "for_each":
             assert self.fn is not None
             return it.for_each(self.fn, self.name)
+        if self.kind == "for_each_actor":
+            assert self.fn is not None
+            return it.for_each(_ActorBound(self.fn, instance), self.name)
         if self.kind == "filter":
             assert self.fn is not None
             return it.filter(self.fn, self.name)
@@ -60,6 +65,17 @@ class RemoteTransform:
             return it.flatten()
         assert self.fn is not None
         return it.transform(self.fn, self.name)
+
+
+class _ActorBound:
+    """``fn(instance, item)`` as a one-argument map, for ``for_each_actor``."""
+
+    def __init__(self, fn: Callable[[Any, Any], Any], instance: Any) -> None:
+        self.fn = fn
+        self.instance = instance
+
+    def __call__(self, item: Any) -> Any:
+        return self.fn(self.instance, item)
 
 
 def shard_init(
@@ -85,7 +101,7 @@ def shard_init(
 
     it: LocalIterator[Any] = LocalIterator(base, SharedMetrics(), name=source_name)
     for transform in transforms:
-        it = transform.apply(it)
+        it = transform.apply(it, instance)
     pipelines: dict[str, LocalIterator[Any]] | None = getattr(instance, SHARD_ATTR, None)
     if pipelines is None:
         pipelines = {}

@@ -166,6 +166,15 @@ class ParallelIterator(Generic[T]):
         ``NOT_READY`` results are retried in the actor. Errors name ``name``."""
         return self._then(RemoteTransform("for_each", fn, name=node_name(fn, name)))
 
+    def for_each_actor(
+        self, fn: Callable[[Any, T], U], name: str | None = None
+    ) -> ParallelIterator[U]:
+        """Map each item inside its shard actor with ``fn(actor_instance, item)``: the
+        actor's own object (a ``RolloutWorker``: its policy, envs, ``index``, state kept on
+        it between items), as RLlib's ``for_each`` on ``ParallelRollouts(mode="raw")`` used
+        ``get_global_worker()``. ``fn`` is pickled and shipped; errors name ``name``."""
+        return self._then(RemoteTransform("for_each_actor", fn, name=node_name(fn, name)))
+
     def filter(self, fn: Callable[[T], bool], name: str | None = None) -> ParallelIterator[T]:
         """Keep items for which ``fn(item)`` is true, inside the shard actors."""
         return self._then(RemoteTransform("filter", fn, name=node_name(fn, name)))

@@ -10,6 +10,9 @@ A port type is one of
   operator declares;
 * ``Any``: unknown statically;
 * ``list[T]``: a list of items of type ``T`` (what ``Batch(n)`` emits);
+* ``Shard[T]``: a per-shard stream of ``T`` that lives on the rollout workers, one shard
+  per worker of a WorkerSet (``ParallelRollouts(mode="raw")``; a per-shard operator's
+  ports); it is not a driver stream: only ``GatherShards`` brings it to the driver;
 * a union ``A | B``: an item is one of several types (what merging different streams emits);
 * a type variable ``T``, ``U`` or ``V`` (single capital letter) inside an operator
   signature, bound per node by unification with the actual input types
@@ -21,7 +24,9 @@ Compatibility rule (``is_assignable(actual, expected)``), checked on every edge:
 2. ``actual`` is ``Any``: compatible (gradual typing; the runtime checks items).
 3. ``actual`` is a union: every member must be compatible with ``expected``.
 4. ``expected`` is a union: ``actual`` must be compatible with some member.
-5. named types: equal names; ``list[a]`` vs ``list[b]``: ``a`` compatible with ``b``.
+5. named types: equal names; ``list[a]`` vs ``list[b]`` and ``Shard[a]`` vs ``Shard[b]``:
+   ``a`` compatible with ``b``. A ``Shard`` is never compatible with a non-``Shard`` type
+   (and the compiler refuses one fed to a driver port typed ``Any`` too, PG200).
 
 Unions are normalised: nested unions flattened, members deduplicated and sorted by their
 text, a union containing ``Any`` is ``Any``, and a one-member union is that member.
@@ -42,9 +47,11 @@ __all__ = [
     "TRAIN_INFO",
     "PortType",
     "is_assignable",
+    "is_shard",
     "join",
     "list_of",
     "parse_type",
+    "shard_of",
     "substitute",
     "typevar",
     "unify",
@@ -52,13 +59,16 @@ __all__ = [
 
 _NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _VAR_RE = re.compile(r"[A-Z]")
+_CONSTRUCTORS = ("list", "Shard")
+"""Type constructors with one item type: ``list[T]``, ``Shard[T]``."""
 
 
 @dataclass(frozen=True, order=True)
 class PortType:
     """One port type. Build with :func:`parse_type` or the constants; compare with ``==``.
 
-    ``name`` is ``"list"`` for lists and ``"|"`` for unions (members in ``args``);
+    ``name`` is ``"list"`` for lists, ``"Shard"`` for per-shard streams and ``"|"`` for
+    unions (members in ``args``);
     ``var`` marks a type variable.
     """
 
@@ -69,8 +79,8 @@ class PortType:
     def __str__(self) -> str:
         if self.name == "|":
             return " | ".join(str(a) for a in self.args)
-        if self.name == "list":
-            return f"list[{self.args[0]}]"
+        if self.name in _CONSTRUCTORS:
+            return f"{self.name}[{self.args[0]}]"
         return self.name
 
     def __repr__(self) -> str:
@@ -87,6 +97,11 @@ class PortType:
     @property
     def is_list(self) -> bool:
         return self.name == "list"
+
+    @property
+    def is_shard(self) -> bool:
+        """A per-shard stream ``Shard[T]`` (its item type is ``args[0]``)."""
+        return self.name == "Shard" and not self.var
 
     def free_vars(self) -> frozenset[str]:
         if self.var:
@@ -116,6 +131,20 @@ def list_of(item: PortType) -> PortType:
     return PortType("list", (item,))
 
 
+def shard_of(item: PortType) -> PortType:
+    """``Shard[item]``: a per-shard stream of ``item`` on the rollout workers."""
+    return PortType("Shard", (item,))
+
+
+def is_shard(t: PortType | None) -> bool:
+    """Whether ``t`` is a per-shard stream type (a union with a ``Shard`` member counts)."""
+    if t is None:
+        return False
+    if t.is_union:
+        return any(a.is_shard for a in t.args)
+    return t.is_shard
+
+
 def join(types: Iterable[PortType]) -> PortType:
     """The normalised union of ``types`` (``Any`` if any member is ``Any``).
 
@@ -137,7 +166,8 @@ def join(types: Iterable[PortType]) -> PortType:
 
 
 def parse_type(text: str | PortType) -> PortType:
-    """Parse ``"SampleBatch"``, ``"list[T]"``, ``"SampleBatch | TrainInfo"``, ``"Any"``.
+    """Parse ``"SampleBatch"``, ``"list[T]"``, ``"Shard[SampleBatch]"``,
+    ``"SampleBatch | TrainInfo"``, ``"Any"``.
 
     Single capital letters are type variables. Raises ``ValueError`` on bad syntax.
     """
@@ -173,14 +203,14 @@ def _parse_atom(text: str, pos: int) -> tuple[int, PortType]:
     if not m:
         raise ValueError(f"bad port type {text!r}: expected a name at column {pos + 1}")
     name, pos = m.group(), m.end()
-    if name == "list":
+    if name in _CONSTRUCTORS:
         if pos >= len(text) or text[pos] != "[":
-            raise ValueError(f"bad port type {text!r}: list needs an item type, list[T]")
+            raise ValueError(f"bad port type {text!r}: {name} needs an item type, {name}[T]")
         pos, item = _parse_union(text, pos + 1)
         pos = _skip_ws(text, pos)
         if pos >= len(text) or text[pos] != "]":
             raise ValueError(f"bad port type {text!r}: missing ']'")
-        return pos + 1, list_of(item)
+        return pos + 1, PortType(name, (item,))
     if _VAR_RE.fullmatch(name):
         return pos, typevar(name)
     return pos, PortType(name)
@@ -197,9 +227,9 @@ def is_assignable(actual: PortType, expected: PortType) -> bool:
         return all(is_assignable(a, expected) for a in actual.args)
     if expected.is_union:
         return any(is_assignable(actual, e) for e in expected.args)
-    if actual.is_list and expected.is_list:
-        return is_assignable(actual.args[0], expected.args[0])
-    return actual.name == expected.name and not actual.is_list and not expected.is_list
+    if actual.name in _CONSTRUCTORS or expected.name in _CONSTRUCTORS:
+        return actual.name == expected.name and is_assignable(actual.args[0], expected.args[0])
+    return actual.name == expected.name
 
 
 def unify(pattern: PortType, actual: PortType, bindings: dict[str, PortType]) -> bool:
@@ -221,7 +251,7 @@ def unify(pattern: PortType, actual: PortType, bindings: dict[str, PortType]) ->
         return True
     if actual.is_union:
         return all(unify(pattern, a, bindings) for a in actual.args)
-    if pattern.is_list and actual.is_list:
+    if pattern.name in _CONSTRUCTORS and actual.name == pattern.name:
         return unify(pattern.args[0], actual.args[0], bindings)
     if pattern.is_union:
         # Try members without variables first, then the first member that unifies.

@@ -28,7 +28,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from plangraph.errors import RegistrationError, UnknownOperatorError
-from plangraph.ir.types import PortType, parse_type
+from plangraph.ir.types import PortType, is_shard, parse_type
 from plangraph.text import close_matches
 
 __all__ = [
@@ -49,10 +49,13 @@ __all__ = [
 ]
 
 Category = Literal["source", "combine", "train", "replay", "merge", "sink"]
-Placement = Literal["driver", "actors"]
-PLACEMENTS: tuple[str, ...] = ("driver", "actors")
+Placement = Literal["driver", "actors", "shard"]
+PLACEMENTS: tuple[str, ...] = ("driver", "actors", "shard")
 """Where an operator's work runs: in the driver process, or on the rollout-worker actors
-(``ParallelRollouts`` samples there). Learner threads are resources, shown as such."""
+(``ParallelRollouts`` samples there), or ``"shard"``: a per-shard operator, run inside
+each rollout worker on that worker's own stream (its ports are ``Shard[...]``; the
+shard operator contract in docs/extending.md). Learner threads are resources, shown as
+such."""
 Apply = Literal["source", "for_each", "combine", "filter", "stream"]
 CATEGORIES: tuple[str, ...] = ("source", "combine", "train", "replay", "merge", "sink")
 APPLY_MODES: tuple[str, ...] = ("source", "for_each", "combine", "filter", "stream")
@@ -225,12 +228,55 @@ def register_signature(sig: OpSignature, *, replace: bool = False) -> OpSignatur
         )
     if sig.rowwise and not sig.pure:
         raise RegistrationError(f"{sig.name}: rowwise=True needs pure=True as well")
+    _check_shard_ports(sig)
     fields = sig.params_model.model_fields
     for r in sig.resources:
         if r.param not in fields:
             raise RegistrationError(f"{sig.name}: resource param {r.param!r} is not a Params field")
     _OPS[sig.name] = sig
     return sig
+
+
+def _check_shard_ports(sig: OpSignature) -> None:
+    """A ``placement="shard"`` op reads and emits ``Shard[...]`` streams only, as a
+    per-item map (``apply="for_each"``: ``fn(worker, item) -> item`` in each worker) or a
+    per-shard stream op (``apply="stream"``); any other user op takes no ``Shard`` (only
+    the built-in ``GatherShards`` brings shards to the driver).
+
+    Raises:
+        RegistrationError: the ports break that rule.
+    """
+    ports = [*sig.inputs, *([sig.variadic] if sig.variadic is not None else [])]
+    if sig.placement == "shard":
+        if sig.apply not in ("for_each", "stream"):
+            raise RegistrationError(
+                f"{sig.name}: a per-shard op (placement='shard') is apply='for_each' (a map "
+                f"of each worker's items) or 'stream', not {sig.apply!r}"
+            )
+        bad = [str(t) for t in ports if not t.is_shard]
+        if not ports or bad:
+            raise RegistrationError(
+                f"{sig.name}: a per-shard op (placement='shard') reads Shard[...] streams, "
+                f"got inputs {', '.join(bad) or 'none'}; declare inputs=['Shard[SampleBatch]']"
+            )
+        if not sig.output.is_shard:
+            raise RegistrationError(
+                f"{sig.name}: a per-shard op (placement='shard') emits a Shard[...] stream, "
+                f"got output {sig.output}; gather it on the driver with GatherShards instead"
+            )
+        if sig.pure:
+            raise RegistrationError(
+                f"{sig.name}: pure=True lets the compiler move a driver op onto the workers; "
+                "a per-shard op runs there already"
+            )
+        return
+    if sig.builtin:
+        return  # GatherShards reads shards; ParallelRollouts(mode="raw") emits them
+    if any(is_shard(t) for t in ports) or is_shard(sig.output):
+        raise RegistrationError(
+            f"{sig.name}: only a per-shard op (placement='shard') reads or emits Shard[...] "
+            f"streams; got {sig.type_text()} with placement={sig.placement!r}"
+        )
 
 
 def unregister_op(name: str) -> None:

@@ -130,6 +130,12 @@ class MultiAgentRolloutWorker:
             policy.
     """
 
+    @property
+    def index(self) -> int:
+        """``worker_index``: 0 for the local worker, ``1..num_workers`` for remote ones
+        (what a per-shard operator's ``fn(worker, item)`` reads as ``worker.index``)."""
+        return self.worker_index
+
     def __init__(
         self,
         env: MultiAgentEnvSpec,
@@ -155,6 +161,9 @@ class MultiAgentRolloutWorker:
         self.num_envs = int(num_envs)
         self.rollout_fragment_length = int(rollout_fragment_length)
         self.worker_index = int(worker_index)
+        # What per-shard operators (placement="shard") keep between items on this worker,
+        # by node id: they run inside it (plangraph.runtime.shards).
+        self.shard_state: dict[str, Any] = {}
         self.policy_seed, self.sub_env_seeds = derive_seeds(seed, worker_index, num_envs)
         self.envs = [make_multi_agent_env(env, env_config) for _ in range(self.num_envs)]
         first = self.envs[0]

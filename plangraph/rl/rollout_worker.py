@@ -160,6 +160,12 @@ class RolloutWorker:
         ValueError: ``num_envs`` or ``rollout_fragment_length`` < 1, or unsupported spaces.
     """
 
+    @property
+    def index(self) -> int:
+        """``worker_index``: 0 for the local worker, ``1..num_workers`` for remote ones
+        (what a per-shard operator's ``fn(worker, item)`` reads as ``worker.index``)."""
+        return self.worker_index
+
     def __init__(
         self,
         env: EnvSpec,
@@ -184,6 +190,9 @@ class RolloutWorker:
         self.num_envs = int(num_envs)
         self.rollout_fragment_length = int(rollout_fragment_length)
         self.worker_index = int(worker_index)
+        # What per-shard operators (placement="shard") keep between items on this worker,
+        # by node id: they run inside it (plangraph.runtime.shards).
+        self.shard_state: dict[str, Any] = {}
         self.policy_seed, self.sub_env_seeds = derive_seeds(seed, worker_index, num_envs)
         self.env = make_vector_env(env, num_envs)
         self.observation_space = self.env.single_observation_space

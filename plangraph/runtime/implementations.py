@@ -67,14 +67,26 @@ class OperatorContext:
         build: the whole ``BuildContext`` (resources by id: ``build.worker_set("@workers")``,
             ``build.buffer("@replay")``; ``build.run_state``), for operators that need more.
         on_workers: the node runs on the rollout workers (pass ``worker-side-maps`` moved
-            this ``pure`` operator there), where it may keep no state.
+            this ``pure`` operator there, or it is a per-shard operator), where the driver
+            keeps no state or RNG for it (a per-shard operator keeps its state on the worker:
+            ``worker.shard_state``).
+        per_shard: the node is a per-shard operator (``placement="shard"``; implies
+            ``on_workers``).
     """
 
-    def __init__(self, node_id: str, build: BuildContext, *, on_workers: bool = False) -> None:
+    def __init__(
+        self,
+        node_id: str,
+        build: BuildContext,
+        *,
+        on_workers: bool = False,
+        per_shard: bool = False,
+    ) -> None:
         self.node_id = node_id
         self.build = build
         self.seed = build.seed
-        self.on_workers = on_workers
+        self.on_workers = on_workers or per_shard
+        self.per_shard = per_shard
         self._rng: np.random.Generator | None = None
 
     @property
@@ -132,6 +144,12 @@ class OperatorContext:
 
     def _refuse_on_workers(self, what: str) -> None:
         if self.on_workers:
+            if self.per_shard:
+                raise BuildError(
+                    f"node {self.node_id!r}: its per-shard operator runs inside the rollout "
+                    f"workers, where the driver cannot keep {what} for it; keep it on the "
+                    "worker (worker.shard_state[node id]) in fn(worker, item)"
+                )
             raise BuildError(
                 f"node {self.node_id!r}: its operator is declared pure=True and runs on the "
                 f"rollout workers (pass worker-side-maps), where it cannot keep {what}; "
@@ -246,7 +264,8 @@ def _user_callable(node: Any, ctx: BuildContext, *, on_workers: bool = False) ->
     if not _WANTS_CONTEXT.get(node.op, False):
         fn = factory(node.params)
     else:
-        op = OperatorContext(node.id, ctx, on_workers=on_workers)
+        per_shard = node.signature is not None and node.signature.placement == "shard"
+        op = OperatorContext(node.id, ctx, on_workers=on_workers, per_shard=per_shard)
         fn = factory(node.params, op)
     if not on_workers and node.id not in ctx.operator_states:
         held = held_state(fn)
@@ -260,6 +279,8 @@ def _user_lowering(node: Any) -> Lowering | None:
     if node.op not in OP_IMPLS:
         return None
     apply = node.signature.apply
+    if node.signature.placement == "shard":
+        return _shard_lowering
 
     def lower(node: Any, inputs: list[LocalIterator[Any]], ctx: BuildContext) -> LocalIterator[Any]:
         if apply not in ("for_each", "combine", "filter", "source"):
@@ -277,6 +298,20 @@ def _user_lowering(node: Any) -> Lowering | None:
         return LocalIterator.from_iterable(lambda: iter(fn, None), name=node.id)
 
     return lower
+
+
+def _shard_lowering(node: Any, inputs: list[Any], ctx: BuildContext) -> Any:
+    """A per-shard user operator (``placement="shard"``): its ``register_impl`` factory's
+    ``fn(worker, item) -> item`` added to the input ``ShardStream``, to run inside each
+    rollout worker (``plangraph.runtime.shards``)."""
+    if node.signature.apply != "for_each":
+        raise NotImplementedError(
+            f"node {node.id!r}: register_impl covers per-shard for_each operators "
+            f"(fn(worker, item) -> item); {node.op!r} applies as {node.signature.apply!r}: "
+            "use register_lowering (its inputs are plangraph.runtime.shards.ShardStream)"
+        )
+    fn = _user_callable(node, ctx, on_workers=True)
+    return inputs[0].then(node.id, fn)
 
 
 def register_lowering(op: str) -> Callable[[Lowering], Lowering]:
@@ -328,7 +363,7 @@ def has_item_function(node: Any) -> bool:
         return True
     if node.op in LOWERINGS or node.signature is None or node.signature.apply != "for_each":
         return False
-    return node.op in OP_IMPLS
+    return node.op in OP_IMPLS and node.signature.placement != "shard"
 
 
 def item_function(
@@ -344,8 +379,8 @@ def item_function(
         return factory(node, ctx)
     if node.op in LOWERINGS or node.signature is None or node.signature.apply != "for_each":
         return None
-    if node.op not in OP_IMPLS:
-        return None
+    if node.op not in OP_IMPLS or node.signature.placement == "shard":
+        return None  # fn(worker, item): a per-shard operator's is not an item function
     return _user_callable(node, ctx, on_workers=on_workers)
 
 

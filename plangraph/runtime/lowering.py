@@ -15,7 +15,9 @@ in turn (``plangraph.runtime.fusion``), each still timed as its own node in the 
 the nodes a rollout source's workers run (``node.worker_maps``) are handed to the source's
 lowering in ``ctx.worker_maps`` and are the identity on the driver. A node whose operator
 has no item function (a user operator with a whole-stream lowering) is lowered on its own
-instead, on the driver.
+instead, on the driver. A ``Shard[T]`` node (``ParallelRollouts(mode="raw")``, a per-shard
+operator) lowers to a ``plangraph.runtime.shards.ShardStream``, the description of each
+worker's stream that ``GatherShards`` turns into a driver stream.
 """
 
 from __future__ import annotations
@@ -125,7 +127,10 @@ def lower_plan(compiled: Any, ctx: BuildContext) -> LocalIterator[Any]:
             if impl is None:
                 raise _no_implementation(node_id, node)
             stream = impl(node, inputs, ctx).profiled(node_id)
-            ctx.stages[node_id] = node_id
+            # A Shard[T] node's stream is its workers' (plangraph.runtime.shards): its
+            # work runs there, in the gather's requests.
+            shard_source = getattr(stream, "source_id", None) if _is_shard(stream) else None
+            ctx.stages[node_id] = f"{shard_source}@workers" if shard_source else node_id
         n = sum(user in needed for user in compiled.users(node_id))
         outputs[node_id] = stream.duplicate(n) if n > 1 else [stream]
     out = outputs[compiled.output][0]
@@ -134,6 +139,12 @@ def lower_plan(compiled: Any, ctx: BuildContext) -> LocalIterator[Any]:
     # is lazy), so the contexts dropped here are still empty.
     out.shared_metrics.set(ctx.run_state.metrics)
     return out
+
+
+def _is_shard(stream: Any) -> bool:
+    from plangraph.runtime.shards import ShardStream
+
+    return isinstance(stream, ShardStream)
 
 
 def _place_worker_maps(compiled: Any, ctx: BuildContext, needed: frozenset[str]) -> dict[str, str]:

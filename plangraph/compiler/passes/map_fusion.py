@@ -30,6 +30,7 @@ def _fusable(draft: Draft, nid: str) -> bool:
     return (
         sig is not None
         and sig.apply == "for_each"
+        and sig.placement != "shard"  # runs in the rollout workers, not a driver stage
         and len(draft.inputs(nid)) == 1
         and draft.params.get(nid) is not None
         and nid not in draft.hosts  # moved onto the rollout workers

@@ -5,14 +5,16 @@ Implementations: ``plangraph/runtime/ops/combine.py``.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from collections.abc import Sequence
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
+from plangraph.ir.types import ANY, PortType, list_of
 from plangraph.ops.builtin._shared import PolicyIds, policies_field, same_as_input
 from plangraph.ops.declare import register_op
 from plangraph.ops.registry import OpParams
-from plangraph.ops.sizes import MAX_BATCH
+from plangraph.ops.sizes import MAX_BATCH, MAX_IN_FLIGHT
 
 __all__ = [
     "Batch",
@@ -21,6 +23,8 @@ __all__ = [
     "ConcatBatchesParams",
     "Flatten",
     "FlattenParams",
+    "GatherShards",
+    "GatherShardsParams",
     "SelectExperiences",
     "SelectExperiencesParams",
     "StandardizeFields",
@@ -119,6 +123,56 @@ Flatten = register_op(
     inputs=["list[T]"],
     output="T",
     params=FlattenParams,
+    builtin=True,
+)
+
+
+class GatherShardsParams(OpParams):
+    """Bring a per-shard stream (``Shard[T]``, on the rollout workers) to the driver.
+
+    ``sync``: a barrier round asks every worker's shard for one item and emits them one
+    by one in worker order (RLlib's ``gather_sync``): ``Shard[T] -> T``;
+    ``async``: items in completion order, ``num_async`` requests in flight per worker
+    (RLlib's ``gather_async``): ``Shard[T] -> T``;
+    ``batch``: one list per round, one item of every worker, in worker order (RLlib's
+    ``batch_across_shards``): ``Shard[T] -> list[T]``.
+    Counts each gathered batch here, as ``ParallelRollouts`` does (env steps into counter
+    ``num_env_steps_sampled``, finished episodes into the episode window): a round of
+    ``sync`` counts what one ``bulk_sync`` item counts, an ``async`` item what an
+    ``async`` one does. A dead rollout worker is replaced like in ``ParallelRollouts``
+    (its per-shard operators start afresh on the new actor).
+    """
+
+    mode: Literal["sync", "async", "batch"] = Field(
+        "sync",
+        description=(
+            "sync: one item per worker per round, one by one; async: as each finishes; "
+            "batch: one list per round."
+        ),
+    )
+    num_async: int = Field(
+        1,
+        ge=1,
+        le=MAX_IN_FLIGHT,
+        description="Requests in flight per worker (async mode only).",
+    )
+
+
+def _gathered(types: Sequence[PortType], params: Any) -> PortType:
+    """``T`` for ``sync``/``async``, ``list[T]`` for ``batch``, from the input ``Shard[T]``."""
+    t = types[0] if types else ANY
+    item = t.args[0] if t.is_shard else ANY
+    return list_of(item) if params.mode == "batch" else item
+
+
+GatherShards = register_op(
+    "GatherShards",
+    category="combine",
+    apply="stream",
+    inputs=["Shard[T]"],
+    output="T",
+    params=GatherShardsParams,
+    infer_output=_gathered,
     builtin=True,
 )
 

@@ -6,10 +6,12 @@ Implementations: ``plangraph/runtime/ops/sources.py``.
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Sequence
+from typing import Any, Literal
 
 from pydantic import Field
 
+from plangraph.ir.types import SAMPLE_BATCH, PortType, shard_of
 from plangraph.ops.builtin._shared import WORKERS_READ, ResourceRef, workers_field
 from plangraph.ops.declare import register_op
 from plangraph.ops.registry import OpParams
@@ -31,15 +33,21 @@ class ParallelRolloutsParams(OpParams):
     Syncs the learner weights to the workers first, then streams ``SampleBatch`` items and
     adds each item's env steps to counter ``num_env_steps_sampled``.
     ``bulk_sync``: one fragment from every worker per item, concatenated (a barrier);
-    ``async``: one worker's fragment per item, in completion order. With
-    ``num_workers == 0`` the local worker samples and ``mode`` makes no difference.
-    (RLlib's ``raw`` mode hands out the sharded iterator itself; the IR has no port type
-    for sharded streams, so it is not offered.)
+    ``async``: one worker's fragment per item, in completion order;
+    ``raw``: the stream stays on the workers, ``Shard[SampleBatch]`` (RLlib's ``raw``
+    mode: each worker's own fragments, postprocessed, not gathered), for per-shard
+    operators (``placement="shard"``) and then ``GatherShards``, which brings them to the
+    driver and counts them there. With ``num_workers == 0`` the local worker samples and
+    ``mode`` makes no difference (in ``raw`` mode the local worker is the one shard).
     """
 
     workers: ResourceRef = workers_field()
-    mode: Literal["bulk_sync", "async"] = Field(
-        "bulk_sync", description="bulk_sync: all workers per item; async: as each finishes."
+    mode: Literal["bulk_sync", "async", "raw"] = Field(
+        "bulk_sync",
+        description=(
+            "bulk_sync: all workers per item; async: as each finishes; raw: per-shard "
+            "stream on the workers (Shard[SampleBatch]), to gather with GatherShards."
+        ),
     )
     num_async: int = Field(
         1,
@@ -49,12 +57,19 @@ class ParallelRolloutsParams(OpParams):
     )
 
 
+def _rollouts_output(_types: Sequence[PortType], params: Any) -> PortType:
+    """``Shard[SampleBatch]`` in ``raw`` mode, else ``SampleBatch`` (a multi-agent worker
+    set's are ``MultiAgentBatch``: the type check swaps the item type)."""
+    return shard_of(SAMPLE_BATCH) if params.mode == "raw" else SAMPLE_BATCH
+
+
 ParallelRollouts = register_op(
     "ParallelRollouts",
     category="source",
     apply="source",
     output="SampleBatch",
     params=ParallelRolloutsParams,
+    infer_output=_rollouts_output,
     resources=WORKERS_READ,
     placement="actors",
     builtin=True,

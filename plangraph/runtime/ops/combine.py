@@ -96,3 +96,11 @@ def _select_experiences(node: Any, ctx: BuildContext) -> Callable[[Any], Any]:
         return batch.select(keep)
 
     return select
+
+
+@register_lowering("GatherShards")
+def _gather_shards(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIterator[Any]:
+    from plangraph.runtime.shards import gather
+
+    p = node.params
+    return gather(inputs[0], node.id, ctx, p.mode, p.num_async)

@@ -15,15 +15,10 @@ from plangraph.flow.local import LocalIterator
 from plangraph.flow.metrics import get_metrics
 from plangraph.flow.parallel import ParallelIterator
 from plangraph.runtime.build_context import BuildContext
-from plangraph.runtime.counters import (
-    AGENT_SAMPLED,
-    DATASET_EPOCHS,
-    READ,
-    RESTARTS,
-    policy_counter,
-)
+from plangraph.runtime.counters import DATASET_EPOCHS, READ, RESTARTS
 from plangraph.runtime.implementations import register_lowering
 from plangraph.runtime.items import GradInfo
+from plangraph.runtime.shards import ShardStream, experience_recorder, rollout_recorder
 
 
 @register_lowering("ParallelRollouts")
@@ -36,6 +31,10 @@ def _parallel_rollouts(node: Any, inputs: list[Any], ctx: BuildContext) -> Local
     # The pure maps the compiler moved onto this source's workers (pass worker-side-maps);
     # set on every lowering, so a re-lowered dataflow never keeps an old chain.
     ws.set_batch_transforms(ctx.worker_maps.get(node.id, ()), node_id=node.id)
+    if p.mode == "raw":
+        # The stream stays on the workers: per-shard operators add to it, GatherShards
+        # samples, gathers and counts (plangraph.runtime.shards).
+        return ShardStream(node.id, p.workers)  # type: ignore[return-value]
     if not ws.remote_workers:
         stream: LocalIterator[Any] = LocalIterator.from_iterable(
             lambda: iter(ws.local_worker.sample, None), name=node.id
@@ -60,46 +59,11 @@ def _parallel_rollouts(node: Any, inputs: list[Any], ctx: BuildContext) -> Local
             stream = par.gather_async(num_async=p.num_async, on_actor_failure=replace)
 
     bulk_sync = bool(ws.remote_workers) and p.mode == "bulk_sync"
-
-    class Record:
-        """Counts a gathered batch; first, looks at the workers' pending calls."""
-
-        def __init__(self) -> None:
-            self.mark: int | None = None
-
-        def _on_fetch_start(self) -> None:
-            # Before the pull that sends a bulk-synchronous round's sample requests.
-            self.mark = ws.pending_calls.mark() if bulk_sync else None
-
-        def __call__(self, batch: Any) -> Any:
-            ws.check_pending(node.id, settled=self.mark)
-            ctx.record_batch(batch)  # the call a user's source makes too
-            if multi_agent:
-                record_agent_steps(batch)
-            return batch
-
-    def record_agent_steps(batch: Any) -> None:
-        # Env steps once (above); agent steps per agent, and per policy for its schedules.
-        counters = get_metrics().counters
-        counters[AGENT_SAMPLED] += batch.agent_steps()
-        for pid, b in batch.policy_batches.items():
-            counters[policy_counter(AGENT_SAMPLED, pid)] += b.count
-            ctx.run_state.policy_window(pid).add(b.episode_returns, b.episode_lengths)
-
-    stream = stream.for_each(Record(), name=node.id)
+    stream = stream.for_each(
+        rollout_recorder(node.id, p.workers, ctx, bulk_sync=bulk_sync), name=node.id
+    )
     if ctx.record_dir is not None:  # plangraph run --record DIR
-        from plangraph.runtime.recording import experience_recorder
-
-        stream = stream.for_each(
-            experience_recorder(
-                ctx,
-                path=ctx.record_dir,
-                workers=p.workers,
-                max_file_bytes=64 * 2**20,
-                prefix=node.id,
-            ),
-            name=node.id,
-        )
+        stream = stream.for_each(experience_recorder(ctx, node.id, p.workers), name=node.id)
     return stream
 
 
