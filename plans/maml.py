@@ -4,12 +4,16 @@ Each round, every rollout worker gets a task (a goal of ``Navigation2D``, which 
 does not see), samples ``num_envs_per_worker`` episodes with the meta-policy, takes one
 inner policy-gradient step (``inner_lr``) on its own copy of the policy and samples as
 many episodes again with the adapted policy, all inside its actor
-(``MAMLInnerAdaptation``). The driver collects ``meta_batch_size`` tasks, takes
+(``MAMLInnerAdaptation``, a per-shard operator); ``GatherShards(mode="batch")`` brings
+each round's tasks to the driver. The driver collects ``meta_batch_size`` tasks, takes
 ``maml_optimizer_steps`` Adam steps on the outer loss (PPO's clipped surrogate on the
 adapted policies' episodes, differentiated through the inner step), broadcasts the
 meta-weights and sets new tasks (``MetaUpdate``), as RLlib 1.x's ``maml.py``::
 
-    MAMLInnerAdaptation(workers) -> MetaUpdate(meta_batch_size) -> StandardMetricsReporting
+    rollouts = ParallelRollouts(mode="raw")             # Shard[SampleBatch], each worker
+    adapted = rollouts.for_each(MAMLInnerAdaptation())  # Shard[AdaptedTask], each worker
+    rounds = GatherShards(adapted, mode="batch")        # list[AdaptedTask], the driver
+    StandardMetricsReporting(rounds.combine(MetaUpdate(meta_batch_size)))
 
 Settings: 2 workers x 10 episodes of 100 steps per task and adaptation step (the paper's
 20 trajectories per task halved, to keep 3 seeds within ~30 minutes on 2 cores), meta
@@ -19,7 +23,14 @@ measurement, on 10 held-out tasks and 3 seeds, is ``tools/eval_maml.py``.
 """
 
 from plangraph import Plan, PlanConfig
-from plangraph.ops import MAMLInnerAdaptation, MetaUpdate, StandardMetricsReporting, worker_set
+from plangraph.ops import (
+    GatherShards,
+    MAMLInnerAdaptation,
+    MetaUpdate,
+    ParallelRollouts,
+    StandardMetricsReporting,
+    worker_set,
+)
 
 cfg = PlanConfig(
     env="Navigation2D",
@@ -38,16 +49,19 @@ cfg = PlanConfig(
     min_iter_time_s=0.0,
 )
 
-adapted = MAMLInnerAdaptation(id="adapt")
-meta = adapted.combine(MetaUpdate(meta_batch_size=cfg.meta_batch_size, id="meta_update"))
+rollouts = ParallelRollouts(mode="raw", id="rollouts")
+adapted = rollouts.for_each(MAMLInnerAdaptation(id="adapt"))
+rounds = GatherShards(adapted, mode="batch", id="gather")
+meta = rounds.combine(MetaUpdate(meta_batch_size=cfg.meta_batch_size, id="meta_update"))
 metrics = StandardMetricsReporting(meta, min_iter_time_s=cfg.min_iter_time_s, id="metrics")
 
 plan = Plan.from_builder(
     metrics,
     name="maml",
     description=(
-        "MAML on Navigation2D: each worker adapts its policy copy to its own task "
-        "(MAMLInnerAdaptation) -> MetaUpdate through the inner step -> new tasks."
+        "MAML on Navigation2D: raw rollouts -> MAMLInnerAdaptation in each worker (its "
+        "policy copy adapted to its own task) -> GatherShards(batch) -> MetaUpdate through "
+        "the inner step, new tasks."
     ),
     config=cfg,
     resources={

@@ -56,10 +56,20 @@ class AdaptedTask:
     pid: int
     inner_losses: tuple[float, ...]
 
-    @property
     def env_steps(self) -> int:
-        """Env steps of all the task's batches."""
+        """Env steps of all the task's batches (what ``GatherShards`` counts as sampled)."""
         return sum(b.env_steps() for b in self.batches)
+
+    @property
+    def episode_returns(self) -> list[float]:
+        """Returns of the episodes the adapted policy completed (``batches[-1]``): what
+        ``GatherShards`` adds to the episode window (``episode_return_mean``)."""
+        return list(self.batches[-1].episode_returns)
+
+    @property
+    def episode_lengths(self) -> list[int]:
+        """Lengths of those episodes."""
+        return list(self.batches[-1].episode_lengths)
 
     def return_mean(self, j: int) -> float:
         """Mean return of the episodes completed in ``batches[j]`` (NaN if none)."""

@@ -1,7 +1,7 @@
 """MAML's operators (Finn et al. 2017; RLlib 1.x ``rllib/agents/maml/maml.py``).
 
-``MAMLInnerAdaptation`` runs on the rollout workers: each adapts its own copy of the
-policy to its own task (``plangraph.algorithms.maml.adaptation.inner_adaptation``);
+``MAMLInnerAdaptation`` is a per-shard operator, run inside each rollout worker: each
+adapts its own copy of the policy to its own task (``plangraph.algorithms.maml.adaptation.inner_adaptation``);
 ``MetaUpdate`` runs on the driver: the outer step through the inner one, the weight
 broadcast and the next tasks. Implementations: ``plangraph/runtime/ops/maml.py``.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from plangraph.ops.builtin._shared import WORKERS_READ, WORKERS_WRITE, ResourceRef, workers_field
+from plangraph.ops.builtin._shared import WORKERS_WRITE, ResourceRef, workers_field
 from plangraph.ops.declare import register_op
 from plangraph.ops.registry import OpParams
 
@@ -23,30 +23,27 @@ __all__ = [
 
 
 class MAMLInnerAdaptationParams(OpParams):
-    """Each rollout worker adapts its copy of the MAML policy to its own task.
+    """Each rollout worker adapts its own copy of the MAML policy to its own task.
 
-    One item is one round: every rollout worker samples a fragment ``D^0`` with the
-    meta-policy on the task the driver set, takes ``inner_adaptation_steps`` inner SGD
-    steps of size ``inner_lr`` on its own copy of the policy, each followed by a fresh
-    fragment ``D^j`` of the adapted policy, and restores the meta-weights; all of this
-    inside the worker's actor (``plangraph.algorithms.maml.adaptation.inner_adaptation``,
-    a per-shard ``fn(worker, item)``). The driver receives ``list[AdaptedTask]``, one per
-    worker in worker order, and adds all their env steps to ``num_env_steps_sampled`` and
-    the episodes of the adapted policy (``D^k``) to the episode window. With
-    ``num_workers == 0`` the local worker adapts in the driver.
+    A per-shard operator (``Shard[SampleBatch] -> Shard[AdaptedTask]``): it runs INSIDE
+    every rollout worker actor, on each fragment ``D^0`` that worker sampled with the
+    meta-policy on the task the driver set (``ParallelRollouts(mode="raw")``). It takes
+    ``inner_adaptation_steps`` inner SGD steps of size ``inner_lr`` on the worker's copy
+    of the policy, each followed by a fresh fragment ``D^j`` of the adapted policy,
+    restores the meta-weights and emits an ``AdaptedTask`` (the task and ``D^0 .. D^k``;
+    ``plangraph.algorithms.maml.adaptation.inner_adaptation``, a ``fn(worker, item)``).
+    ``GatherShards`` brings them to the driver and counts them: all their env steps, and
+    the episodes of the adapted policy (``D^k``), MAML's objective.
     """
-
-    workers: ResourceRef = workers_field()
 
 
 MAMLInnerAdaptation = register_op(
     "MAMLInnerAdaptation",
-    category="source",
-    apply="source",
-    output="list[AdaptedTask]",
+    category="combine",
+    inputs=["Shard[SampleBatch]"],
+    output="Shard[AdaptedTask]",
     params=MAMLInnerAdaptationParams,
-    resources=WORKERS_READ,
-    placement="actors",
+    placement="shard",
     builtin=True,
 )
 
@@ -54,7 +51,8 @@ MAMLInnerAdaptation = register_op(
 class MetaUpdateParams(OpParams):
     """MAML's outer step on the driver (Finn et al. 2017, Algorithm 3, line 10).
 
-    Collects rounds of ``AdaptedTask`` until it holds ``meta_batch_size`` tasks or more,
+    Reads the rounds of ``GatherShards(mode="batch")`` (one ``AdaptedTask`` per worker) and
+    collects them until it holds ``meta_batch_size`` tasks or more,
     then runs ``maml_optimizer_steps`` Adam steps on the outer loss
     (``MAMLPolicy.meta_update``: PPO's clipped surrogate on the adapted policies' rollouts,
     differentiated through the inner steps, which it recomputes with

@@ -15,38 +15,16 @@ from plangraph.flow.metrics import get_metrics, phase
 from plangraph.flow.sentinel import NOT_READY
 from plangraph.runtime.build_context import BuildContext
 from plangraph.runtime.counters import TRAINED
-from plangraph.runtime.implementations import register_lowering
+from plangraph.runtime.implementations import register_impl, register_lowering
 from plangraph.runtime.items import TrainInfo, scalar_stats
 
 
-@register_lowering("MAMLInnerAdaptation")
-def _maml_inner_adaptation(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIterator[Any]:
-    from plangraph.algorithms.maml.adaptation import AdaptedTask, sample_and_adapt
+@register_impl("MAMLInnerAdaptation")
+def _maml_inner_adaptation(params: Any) -> Any:
+    """The per-shard function: ``inner_adaptation(worker, batch)``, run in each worker."""
+    from plangraph.algorithms.maml.adaptation import inner_adaptation
 
-    p = node.params
-    ws = ctx.worker_set(p.workers)
-
-    def one_round() -> list[AdaptedTask]:
-        if not ws.remote_workers:
-            return [sample_and_adapt(ws.local_worker)]
-        # Each worker samples, adapts and samples again inside its own actor; the round
-        # is a barrier (the meta-update needs every task of the meta-batch).
-        refs = [actor.__ray_call__.remote(sample_and_adapt) for actor in ws.remote_workers]
-        out: list[AdaptedTask] = ray.get(refs, timeout=deadlines.REPLY_DEADLINE_S)
-        return out
-
-    def record(tasks: list[AdaptedTask]) -> list[AdaptedTask]:
-        ws.check_pending(node.id)  # the weights and tasks sent to the workers
-        for task in tasks:
-            # All env steps; the episodes of the adapted policy (MAML's objective).
-            post = task.batches[-1]
-            ctx.record_sampled(task.env_steps - post.env_steps())
-            ctx.record_batch(post)
-        return tasks
-
-    return LocalIterator.from_iterable(lambda: iter(one_round, None), name=node.id).for_each(
-        record, name=node.id
-    )
+    return inner_adaptation
 
 
 @register_lowering("MetaUpdate")
@@ -102,7 +80,7 @@ def _meta_update(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIterat
             adaptation_delta=post - pre,
             num_tasks=len(tasks),
         )
-        count = sum(t.env_steps for t in tasks)
+        count = sum(t.env_steps() for t in tasks)
         metrics.counters[TRAINED] += count
         scalars = scalar_stats(stats)
         metrics.info["learner"] = scalars
