@@ -1,7 +1,8 @@
 """MAML's operators (Finn et al. 2017; RLlib 1.x ``rllib/agents/maml/maml.py``).
 
 ``MAMLInnerAdaptation`` is a per-shard operator, run inside each rollout worker: each
-adapts its own copy of the policy to its own task (``plangraph.algorithms.maml.adaptation.inner_adaptation``);
+adapts its own copy of the policy to its own task
+(``plangraph.algorithms.maml.adaptation.inner_adaptation``);
 ``MetaUpdate`` runs on the driver: the outer step through the inner one, the weight
 broadcast and the next tasks. Implementations: ``plangraph/runtime/ops/maml.py``.
 """
