@@ -29,6 +29,7 @@ NAMES = (
     "impala",
     "impala_mixin",
     "impala_pong",
+    "maml",
     "marwil",
     "pg",
     "ppo",

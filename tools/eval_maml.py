@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_ITERATIONS = 100
+DEFAULT_ITERATIONS = 50
 
 
 def measure(seed: int, iterations: int, num_tasks: int, plan_path: Path) -> dict[str, Any]:
@@ -94,7 +94,15 @@ def main(argv: list[str] | None = None) -> int:
 
     import ray
 
-    ray.init(include_dashboard=False, log_to_driver=False)
+    for attempt in range(3):
+        try:
+            ray.init(include_dashboard=False, log_to_driver=False)
+            break
+        except Exception as exc:  # Ray's 30 s raylet wait can expire on a loaded machine
+            if attempt == 2:
+                raise
+            print(f"ray.init failed ({exc}); retrying", file=sys.stderr)
+            ray.shutdown()
     rows = []
     try:
         for seed in args.seeds:

@@ -41,6 +41,7 @@ _NEEDS: dict[str, tuple[str, str]] = {
     "ComputeGradients": ("gradients", "asks the policy for gradients"),
     "ApplyGradients": ("gradients", "applies gradients to the policy"),
     "AsyncGradients": ("gradients", "asks the rollout workers' policies for gradients"),
+    "MetaUpdate": ("meta_learning", "meta-updates the policy through its inner adaptation"),
 }
 
 #: operators that update the learner policy from the batches they receive (AsyncGradients
