@@ -254,4 +254,7 @@ class MAMLPolicy(ActorCriticPolicy[MAMLConfig]):
         total = policy_loss + self.config.vf_loss_coeff * vf_loss
         if not with_stats:
             return total, {}
-        return total, {"policy_loss": float(policy_loss), "vf_loss": float(vf_loss)}
+        return total, {
+            "policy_loss": float(policy_loss.detach()),
+            "vf_loss": float(vf_loss.detach()),
+        }
