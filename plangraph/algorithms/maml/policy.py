@@ -108,16 +108,22 @@ class MAMLPolicy(ActorCriticPolicy[MAMLConfig]):
         return -(logp * self._advantages(t)).mean()
 
     def adapt(
-        self, params: Params, t: Mapping[str, torch.Tensor], create_graph: bool = False
+        self,
+        params: Params,
+        t: Mapping[str, torch.Tensor],
+        create_graph: bool = False,
+        loss: torch.Tensor | None = None,
     ) -> Params:
         """One inner SGD step: ``params - inner_lr * grad L_in(params; t)``.
 
         With ``create_graph`` the result stays a differentiable function of ``params``
         (second-order MAML); without, it is detached. Parameters the loss does not reach
-        (a separate value network) come back unchanged.
+        (a separate value network) come back unchanged. ``loss``: ``inner_loss(params, t)``
+        when the caller has it already.
         """
         names = list(params)
-        loss = self.inner_loss(params, t)
+        if loss is None:
+            loss = self.inner_loss(params, t)
         grads = torch.autograd.grad(
             loss, [params[k] for k in names], create_graph=create_graph, allow_unused=True
         )
@@ -140,7 +146,7 @@ class MAMLPolicy(ActorCriticPolicy[MAMLConfig]):
             params = self.parameters_by_name()
             loss_t = self.inner_loss(params, t)
             loss = float(loss_t.detach())
-            adapted = self.adapt(params, t, create_graph=False)
+            adapted = self.adapt(params, t, create_graph=False, loss=loss_t)
         with torch.no_grad():
             for k, p in params.items():
                 p.copy_(adapted[k])
