@@ -350,7 +350,8 @@ def test_a_rowwise_pure_map_after_bulk_sync_rollouts_moves_onto_the_workers(
     assert rollouts.worker_maps == ("m",)
     line = c.explain().split("\n  m ", 1)[1].split("\n")[0]
     assert line.endswith(
-        "[rollout workers (actors), moved after rollouts by pass worker-side-maps]"
+        "[rollout workers (actors), on each worker of @workers, moved after rollouts by pass "
+        "worker-side-maps]"
     )
     assert (
         "\n  each rollout worker of @workers  rollouts, m (moved, after rollouts)\n" in c.explain()

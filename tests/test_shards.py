@@ -82,6 +82,16 @@ def test_a_per_shard_op_must_read_and_emit_shards() -> None:
 # -- a per-shard operator that tags each row with its worker --------------------------------
 
 
+def tag_batch(worker: Any, batch: Any) -> Any:
+    """TagWorker's function, run inside each rollout worker."""
+    seen = worker.shard_state.get("tag", 0) + 1
+    worker.shard_state["tag"] = seen
+    batch["worker_index"] = np.full(batch.count, worker.index, np.int64)
+    batch["worker_pid"] = np.full(batch.count, os.getpid(), np.int64)
+    batch["shard_items"] = np.full(batch.count, seen, np.int64)
+    return batch
+
+
 @pytest.fixture
 def tag_worker() -> Iterator[Any]:
     """``TagWorker``: adds columns ``worker_index``, ``worker_pid`` and ``shard_items`` (the
@@ -99,15 +109,7 @@ def tag_worker() -> Iterator[Any]:
 
     @register_impl("TagWorker")
     def _tag(params: Any) -> Any:
-        def tag(worker: Any, batch: Any) -> Any:
-            seen = worker.shard_state.get("tag", 0) + 1
-            worker.shard_state["tag"] = seen
-            batch["worker_index"] = np.full(batch.count, worker.index, np.int64)
-            batch["worker_pid"] = np.full(batch.count, os.getpid(), np.int64)
-            batch["shard_items"] = np.full(batch.count, seen, np.int64)
-            return batch
-
-        return tag
+        return tag_batch  # a module-level function: shipped to the workers by value
 
     yield TagWorker
     unregister_op("TagWorker")
@@ -290,3 +292,38 @@ def test_a_per_shard_op_keeps_its_state_on_the_worker_not_the_driver() -> None:
         op.save_state(dict, lambda state: None)
     with pytest.raises(BuildError, match="cannot keep an RNG"):
         _ = op.rng
+
+
+def test_batch_checks_and_rollout_sizing_see_through_a_sync_gather() -> None:
+    """GatherShards(sync) emits each worker's fragment: "auto" fragments are sized for the
+    train batch as for bulk_sync rollouts, and PG174 counts in fragments."""
+    c = plangraph.analyze(
+        _sharded(op=None), config={"rollout_fragment_length": "auto", "train_batch_size": 1024}
+    )
+    assert c.ok and c.executed.resources["workers"].params.rollout_fragment_length == 64
+    uneven = plangraph.analyze(_sharded(op=None), config={"train_batch_size": 1000})
+    assert [d.code for d in uneven.diagnostics] == ["PG174"]
+    assert "512 env steps of one rollout fragment" in uneven.diagnostics[0].message
+
+
+# -- the runtime half: ParallelIterator.for_each_actor -------------------------------------
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_for_each_actor_runs_with_the_actor_instance_in_each_shard() -> None:
+    from plangraph.flow.parallel import ParallelIterator
+
+    def count_on_actor(instance: Any, item: int) -> tuple[str, int, int]:
+        # the actor's class, the item, and the items this actor has seen (kept on it)
+        seen = getattr(instance, "seen", 0) + 1
+        instance.seen = seen
+        return type(instance).__name__, item, seen
+
+    par = ParallelIterator.from_items([1, 2, 3, 4], num_shards=2, repeat=False)
+    got = par.for_each_actor(count_on_actor, name="count").gather_sync().take(4)
+    assert got == [
+        ("IteratorShard", 1, 1),
+        ("IteratorShard", 2, 1),
+        ("IteratorShard", 3, 2),
+        ("IteratorShard", 4, 2),
+    ]

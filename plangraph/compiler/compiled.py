@@ -262,9 +262,9 @@ class CompiledPlan:
         ``"driver, reads learner thread @learner"`` (an op that writes / reads a learner
         thread resource: the training itself runs in that thread of the driver), or
         ``"driver"``. After the optimisation passes: a node moved onto the rollout workers
-        says so (``"rollout workers (actors), moved after rollouts by pass
-        worker-side-maps"``), and a driver node in a fused stage adds ``"fused stage
-        train+target"``. A per-shard operator (``placement="shard"``) says
+        says so (``"rollout workers (actors), on each worker of @workers, moved after
+        rollouts by pass worker-side-maps"``), and a driver node in a fused stage adds
+        ``"fused stage train+target"``. A per-shard operator (``placement="shard"``) says
         ``"rollout workers (actors), per-shard on each worker of @workers, after
         rollouts"``."""
         node = self.nodes[self._known(node_id)]
@@ -275,7 +275,9 @@ class CompiledPlan:
             after = f", after {node.host}" if node.host else ""
             return f"rollout workers (actors), per-shard on each worker{of}{after}"
         if node.placement == "actors" and node.host:
-            return f"rollout workers (actors), moved after {node.host} by pass worker-side-maps"
+            ws = self.worker_set_of(node.id)
+            on = f"on each worker of @{ws}, " if ws else ""
+            return f"rollout workers (actors), {on}moved after {node.host} by pass worker-side-maps"
         if node.placement == "actors" or (sig is not None and sig.placement == "actors"):
             return "rollout workers (actors)"
         notes = []

@@ -18,6 +18,7 @@ from pydantic import BaseModel
 from plangraph.compiler.context import Context, join_hints
 from plangraph.compiler.env_spaces import EnvSpaces, env_spaces
 from plangraph.ir.refs import resource_ref_id
+from plangraph.ir.types import is_shard
 from plangraph.ops.algorithms import algorithms
 from plangraph.ops.policies import AlgorithmConfig
 from plangraph.ops.resources import LearnerThreadParams, ReplayBufferParams, WorkerSetParams
@@ -502,9 +503,17 @@ def check_replay_ready(ctx: Context) -> None:
 
 def keeps_items(ctx: Context, nid: str) -> bool:
     """Whether node ``nid`` passes each item on with the same env steps: a pass-through
-    operator, or one declared pure (a pure op keeps a batch's rows)."""
+    operator, one declared pure (a pure op keeps a batch's rows), or a ``GatherShards``
+    that emits the shards' items one by one (``sync``, ``async``: each a worker's
+    fragment, as an ``async`` source's)."""
     node = ctx.plan.nodes[nid]
     sig = ctx.sigs.get(nid)
+    if node.op == "GatherShards":  # (fed a driver stream, it is PG201's, not a gather)
+        return (
+            len(node.inputs) == 1
+            and _param(ctx, nid, "mode") in ("sync", "async")
+            and is_shard(ctx.types.get(node.inputs[0]))
+        )
     return len(node.inputs) == 1 and (node.op in _PASS_THROUGH or (sig is not None and sig.pure))
 
 

@@ -52,7 +52,11 @@ def register_op(
     docstring the op doc. ``inputs``/``output`` are port types as text (``"SampleBatch"``,
     ``"list[T]"``); ``resources`` maps a param to ``(kind, "read"|"write")``;
     ``placement`` says where the op's work runs (``"driver"``, or ``"actors"`` for work done
-    on the rollout workers, shown by ``explain`` and the diagram). ``pure=True`` (a
+    on the rollout workers, shown by ``explain`` and the diagram; ``"shard"`` for a
+    per-shard op: ``inputs=["Shard[A]"]``, ``output="Shard[B]"``, its ``register_impl``
+    factory returning ``fn(worker, item) -> item`` that runs inside each rollout worker on
+    ``ParallelRollouts(mode="raw")``'s shards, until ``GatherShards``; the contract is in
+    docs/extending.md). ``pure=True`` (a
     ``for_each`` op only) promises that the op is a function of its input item alone: no
     counters, resources or state kept between items, deterministic, never ``NOT_READY``,
     and a batch keeps its rows (same count and order; columns may change). The compiler may

@@ -132,8 +132,13 @@ def gather(
             get_metrics().counters[RESTARTS] += 1
             return new
 
+        from plangraph.rl.envs import ship_code
+
         par = ParallelIterator.from_actors(ws.remote_workers, method="sample", name=node_id)
         for fn_node, fn in shards.fns:
+            # A module-level function of a local module (a plan file, my_ops.py) travels
+            # by value, as user envs and models do: the workers need not import it.
+            ship_code(fn)
             par = par.for_each_actor(fn, name=fn_node)
         if mode == "async":
             stream = par.gather_async(num_async=num_async, on_actor_failure=replace)
