@@ -82,6 +82,7 @@ def test_params_models_are_strict_and_documented() -> None:
         "StandardMetricsReporting",
         "ReadExperiences",  # the learner whose env the dataset must fit
         "WriteExperiences",  # the env and spaces metadata.json records
+        "MetaUpdate",  # MAML's: meta-updates the learner, sets the workers' tasks
     }
     for name in workers_ops:
         assert get_op(name).params_model.model_fields["workers"].default == "@workers"

@@ -31,6 +31,7 @@ NAMES = (
     "impala_agg",
     "impala_mixin",
     "impala_pong",
+    "maml",
     "marwil",
     "pg",
     "ppo",

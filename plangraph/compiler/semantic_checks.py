@@ -47,6 +47,7 @@ _NEEDS: dict[str, tuple[str, str]] = {
         "all_reduce",
         "trains the rollout workers' policies on gradients all-reduced among them",
     ),
+    "MetaUpdate": ("meta_learning", "meta-updates the policy through its inner adaptation"),
 }
 
 #: operators that update the learner policy from the batches they receive (AsyncGradients

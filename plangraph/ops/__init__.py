@@ -27,6 +27,7 @@ from plangraph.ops.builtin.combine import (
     StandardizeFields,
     WaitUntilTimestepsElapsed,
 )
+from plangraph.ops.builtin.maml import MAMLInnerAdaptation, MetaUpdate
 from plangraph.ops.builtin.merge import Concurrently, Duplicate, Union
 from plangraph.ops.builtin.replay import (
     LocalReplay,
@@ -113,6 +114,8 @@ __all__ = [
     "GatherShards",
     "LearnerThreadParams",
     "LocalReplay",
+    "MAMLInnerAdaptation",
+    "MetaUpdate",
     "MixInReplay",
     "ModelSettings",
     "OfflineDataParams",

@@ -86,10 +86,12 @@ def _message(env_id: str, module: str) -> str:
 
 BUILTIN_ENVS: dict[str, tuple[str, int]] = {
     "StatelessCartPole": ("plangraph.rl.stateless_cartpole:StatelessCartPole", 500),
+    "Navigation2D": ("plangraph.rl.navigation2d:Navigation2D", 100),
 }
 """plangraph's own gymnasium envs: id -> (entry point, ``max_episode_steps``), registered
 with gymnasium by :func:`register_env_namespace` (``StatelessCartPole``: CartPole-v1
-without its two velocities, ``plangraph.rl.stateless_cartpole``)."""
+without its two velocities, ``plangraph.rl.stateless_cartpole``; ``Navigation2D``: MAML's
+2D point navigation task family, ``plangraph.rl.navigation2d``)."""
 
 
 def register_env_namespace(env_id: str) -> None:

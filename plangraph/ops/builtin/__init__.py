@@ -12,7 +12,15 @@ deviates (``AverageGradients`` averages).
 
 from __future__ import annotations
 
-from plangraph.ops.builtin import combine, merge, replay, sink, sources, train
+from plangraph.ops.builtin import (
+    combine,
+    maml,  # noqa: F401  (MAML's operators: no category of their own)
+    merge,
+    replay,
+    sink,
+    sources,
+    train,
+)
 
 MODULES = {
     "source": sources,
@@ -22,6 +30,7 @@ MODULES = {
     "merge": merge,
     "sink": sink,
 }
-"""The declaring module of each category, in ``CATEGORIES`` order."""
+"""The declaring module of each category, in ``CATEGORIES`` order (``maml``'s operators
+belong to the source and train categories; it declares one algorithm's operators)."""
 
 __all__ = ["MODULES"]

@@ -7,7 +7,15 @@
 
 from __future__ import annotations
 
-from plangraph.runtime.ops import combine, merge, replay, sink, sources, train
+from plangraph.runtime.ops import (
+    combine,
+    maml,  # noqa: F401  (MAML's operators: no category of their own)
+    merge,
+    replay,
+    sink,
+    sources,
+    train,
+)
 
 MODULES = {
     "source": sources,
