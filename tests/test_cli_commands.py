@@ -82,8 +82,8 @@ def test_ops_describes_policies_and_the_set_paths(capsys: pytest.CaptureFixture[
     assert {p["name"]: p["default"] for p in data["params"]}["n_step"] == 1
     rc, out, _ = _run(capsys, "ops")
     assert (
-        "policies (a WorkerSet's policy.algo): a2c, appo, bc, cql, ddpg, dqn, impala, marwil, pg, "
-        "ppo, r2d2, sac, td3" in out
+        "policies (a WorkerSet's policy.algo): a2c, appo, bc, cql, ddpg, ddppo, dqn, impala, maml, "
+        "marwil, pg, ppo, r2d2, sac, td3" in out
     )
 
 

@@ -12,15 +12,15 @@ import pytest
 import torch
 
 import plangraph
-from plangraph.algorithms.maml.adaptation import (
+from plangraph.algorithms.maml.config import MAMLConfig
+from plangraph.algorithms.maml.policy import MAMLPolicy
+from plangraph.ops.env_extras import register_env_namespace
+from plangraph.rl.meta_adaptation import (
     get_task,
     inner_adaptation,
     sample_and_adapt,
     set_task,
 )
-from plangraph.algorithms.maml.config import MAMLConfig
-from plangraph.algorithms.maml.policy import MAMLPolicy
-from plangraph.ops.env_extras import register_env_namespace
 from plangraph.rl.rollout_worker import RolloutWorker
 from plangraph.rl.sample_batch import SampleBatch
 

@@ -23,11 +23,11 @@ from plangraph.ops.builtin.combine import (
     ConcatBatches,
     Flatten,
     GatherShards,
+    MAMLInnerAdaptation,
     SelectExperiences,
     StandardizeFields,
     WaitUntilTimestepsElapsed,
 )
-from plangraph.ops.builtin.maml import MAMLInnerAdaptation, MetaUpdate
 from plangraph.ops.builtin.merge import Concurrently, Duplicate, Union
 from plangraph.ops.builtin.replay import (
     LocalReplay,
@@ -51,6 +51,7 @@ from plangraph.ops.builtin.train import (
     DDPPOTrainOnShard,
     Dequeue,
     Enqueue,
+    MetaUpdate,
     TrainOneStep,
     UpdateKL,
     UpdateTarget,

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from plangraph.algorithms.maml.adaptation import draw_tasks, inner_adaptation, set_task
+from plangraph.rl.meta_adaptation import draw_tasks, inner_adaptation, set_task
 from plangraph.rl.rollout_worker import EnvSpec, RolloutWorker, env_creator
 
 __all__ = ["HELD_OUT_SEED", "AdaptationResult", "evaluate_adaptation", "held_out_tasks"]

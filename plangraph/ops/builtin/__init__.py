@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from plangraph.ops.builtin import (
     combine,
-    maml,  # noqa: F401  (MAML's operators: no category of their own)
     merge,
     replay,
     sink,
@@ -30,7 +29,6 @@ MODULES = {
     "merge": merge,
     "sink": sink,
 }
-"""The declaring module of each category, in ``CATEGORIES`` order (``maml``'s operators
-belong to the source and train categories; it declares one algorithm's operators)."""
+"""The declaring module of each category, in ``CATEGORIES`` order."""
 
 __all__ = ["MODULES"]

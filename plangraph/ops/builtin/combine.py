@@ -34,6 +34,8 @@ __all__ = [
     "FlattenParams",
     "GatherShards",
     "GatherShardsParams",
+    "MAMLInnerAdaptation",
+    "MAMLInnerAdaptationParams",
     "SelectExperiences",
     "SelectExperiencesParams",
     "StandardizeFields",
@@ -293,5 +295,31 @@ StandardizeFields = register_op(
     output="SampleBatch",
     params=StandardizeFieldsParams,
     pure=True,
+    builtin=True,
+)
+
+
+class MAMLInnerAdaptationParams(OpParams):
+    """Each rollout worker adapts its own copy of the MAML policy to its own task.
+
+    A per-shard operator (``Shard[SampleBatch] -> Shard[AdaptedTask]``): it runs INSIDE
+    every rollout worker actor, on each fragment ``D^0`` that worker sampled with the
+    meta-policy on the task the driver set (``ParallelRollouts(mode="raw")``). It takes
+    ``inner_adaptation_steps`` inner SGD steps of size ``inner_lr`` on the worker's copy
+    of the policy, each followed by a fresh fragment ``D^j`` of the adapted policy,
+    restores the meta-weights and emits an ``AdaptedTask`` (the task and ``D^0 .. D^k``;
+    ``plangraph.rl.meta_adaptation.inner_adaptation``, a ``fn(worker, item)``).
+    ``GatherShards`` brings them to the driver and counts them: all their env steps, and
+    the episodes of the adapted policy (``D^k``), MAML's objective.
+    """
+
+
+MAMLInnerAdaptation = register_op(
+    "MAMLInnerAdaptation",
+    category="combine",
+    inputs=["Shard[SampleBatch]"],
+    output="Shard[AdaptedTask]",
+    params=MAMLInnerAdaptationParams,
+    placement="shard",
     builtin=True,
 )

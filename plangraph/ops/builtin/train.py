@@ -36,6 +36,8 @@ __all__ = [
     "DequeueParams",
     "Enqueue",
     "EnqueueParams",
+    "MetaUpdate",
+    "MetaUpdateParams",
     "TrainOneStep",
     "TrainOneStepParams",
     "UpdateKL",
@@ -416,6 +418,41 @@ DDPPOReport = register_op(
     inputs=["list[ShardTrainResult]"],
     output="TrainInfo",
     params=DDPPOReportParams,
+    resources=WORKERS_WRITE,
+    builtin=True,
+)
+
+
+class MetaUpdateParams(OpParams):
+    """MAML's outer step on the driver (Finn et al. 2017, Algorithm 3, line 10).
+
+    Reads the rounds of ``GatherShards(mode="batch")`` (one ``AdaptedTask`` per worker) and
+    collects them until it holds ``meta_batch_size`` tasks or more,
+    then runs ``maml_optimizer_steps`` Adam steps on the outer loss
+    (``MAMLPolicy.meta_update``: PPO's clipped surrogate on the adapted policies' rollouts,
+    differentiated through the inner steps, which it recomputes with
+    ``torch.func.functional_call`` and ``torch.autograd.grad(create_graph=True)``),
+    broadcasts the new meta-weights and emits a ``TrainInfo`` (``num_env_steps_trained``:
+    all the tasks' env steps). After every round it sets a new task on every rollout
+    worker, drawn with the env's ``sample_tasks`` from this node's seeded RNG (the first
+    ones before the first round). Learner stats add ``pre_adaptation_return_mean`` and
+    ``post_adaptation_return_mean`` (mean episode return of ``D^0`` and ``D^k`` over the
+    meta-batch's tasks) and ``adaptation_delta`` (their difference).
+    """
+
+    workers: ResourceRef = workers_field()
+    meta_batch_size: int = Field(
+        20, ge=1, le=10_000, description="Tasks per meta-update (rounds of num_workers tasks)."
+    )
+
+
+MetaUpdate = register_op(
+    "MetaUpdate",
+    category="train",
+    apply="combine",
+    inputs=["list[AdaptedTask]"],
+    output="TrainInfo",
+    params=MetaUpdateParams,
     resources=WORKERS_WRITE,
     builtin=True,
 )

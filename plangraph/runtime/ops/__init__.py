@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from plangraph.runtime.ops import (
     combine,
-    maml,  # noqa: F401  (MAML's operators: no category of their own)
     merge,
     replay,
     sink,

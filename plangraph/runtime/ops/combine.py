@@ -183,3 +183,12 @@ def _gather_shards(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIter
 
     p = node.params
     return gather(inputs[0], node.id, ctx, p.mode, p.num_async)
+
+
+@register_lowering("MAMLInnerAdaptation")
+def _maml_inner_adaptation(node: Any, inputs: list[Any], ctx: BuildContext) -> Any:
+    """``inner_adaptation(worker, batch)`` added to the input ``ShardStream``, to run
+    inside each rollout worker (``plangraph.runtime.shards``)."""
+    from plangraph.rl.meta_adaptation import inner_adaptation
+
+    return inputs[0].then(node.id, inner_adaptation)
