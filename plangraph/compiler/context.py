@@ -89,19 +89,14 @@ class Context:
         text = placeholder if value is _NO_VALUE else repr(_plain(value))
         return f"config={{{key!r}: {text}}}"
 
-    def override_hint(self, pointer: str) -> str | None:
+    def override_hint(self, pointer: str, *, inside_only: bool = False) -> str | None:
         """``"the value comes from --set KEY=VALUE"`` (``config={...}`` in Python) for a
-        value an override path put at (or above) ``pointer``; None otherwise."""
+        value an override path put at (or above) ``pointer``; None otherwise.
+        ``inside_only``: only for a ``pointer`` at or inside a place an override set, not
+        for one above it (a diagnostic about a whole policy is not about its ``lr``)."""
         for ptr, ov in self.param_overrides.items():
-            if pointers_overlap(pointer, ptr):
-                return f"the value comes from {self.set_text(ov.key, ov.value)}"
-        return None
-
-    def _set_by_override(self, pointer: str) -> str | None:
-        """``override_hint`` for a ``pointer`` at or inside a place an override set (not
-        for one above it: a diagnostic about a whole policy is not about its ``lr``)."""
-        for ptr, ov in self.param_overrides.items():
-            if pointer and (pointer == ptr or pointer.startswith(ptr + "/")):
+            inside = pointer == ptr or pointer.startswith(ptr + "/")
+            if inside if inside_only else pointers_overlap(pointer, ptr):
                 return f"the value comes from {self.set_text(ov.key, ov.value)}"
         return None
 
@@ -119,7 +114,7 @@ class Context:
         loc = self.source.locate(pointer, key=key) if self.source is not None else None
         # A value an override put there: say so wherever the check that found it words
         # its hint, so that the user looks at the command line and not at the file.
-        origin = self._set_by_override(pointer)
+        origin = self.override_hint(pointer, inside_only=True) if pointer else None
         if origin is not None and origin not in (hint or ""):
             hint = join_hints(origin, hint)
         self.diagnostics.append(
