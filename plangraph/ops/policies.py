@@ -57,6 +57,8 @@ CAPABILITIES: dict[str, str] = {
     "kl_penalty": "has a KL penalty term whose coefficient UpdateKL adapts (update_kl)",
     "off_policy_batches": "corrects for the age of whole batches sampled by older policies "
     "(V-trace), so MixInReplay may feed it",
+    "all_reduce": "trains on each rollout worker and averages the gradients over the "
+    "workers' torch.distributed process group before every optimizer step (DD-PPO)",
     "meta_learning": "adapts a copy of itself to one task on a rollout worker "
     "(adapt_in_place) and meta-updates through that adaptation (meta_update): MAML",
 }

@@ -53,6 +53,12 @@ class MAMLConfig(ActorCriticConfig):
     )
 
     capabilities: ClassVar[frozenset[str]] = frozenset({"gradients", "meta_learning"})
+    dataset_columns: ClassVar[tuple[str, ...] | None] = (
+        "action_logp",
+        "action_dist_inputs",
+        "advantages",
+        "value_targets",
+    )
     learns_from: ClassVar[str] = (
         "whole fresh rollout fragments of one task per worker (GAE computed when sampled), "
         "the pre- and post-adaptation fragments of each task together"
