@@ -77,7 +77,7 @@ def check_aggregation(ctx: Context) -> None:
             continue
         rid = resource_ref_id(ws_ref)
         ws = ctx.res_params.get(rid) if rid is not None else None
-        if not isinstance(ws, WorkerSetParams):
+        if rid is None or not isinstance(ws, WorkerSetParams):
             continue
         n = params.num_aggregation_workers  # type: ignore[attr-defined]
         if n > ws.num_workers:
@@ -93,15 +93,7 @@ def check_aggregation(ctx: Context) -> None:
                 "each aggregator owns at least one rollout worker",
                 node=nid,
                 pointer=f"/nodes/{nid}/params/num_aggregation_workers",
-                hint=join_hints(
-                    f"use at most {max(ws.num_workers, 1)} aggregation actor(s), or more "
-                    f"rollout workers (/resources/{rid}/params/num_workers)",
-                    ctx.config_hint(
-                        node.params,
-                        ["num_aggregation_workers"],
-                        f"a value <= {ws.num_workers}" if ws.num_workers else "1",
-                    ),
-                ),
+                hint=_too_many_hint(ctx, nid, rid, n, ws.num_workers),
             )
             continue
         if ws.max_worker_restarts > 0:
@@ -117,3 +109,28 @@ def check_aggregation(ctx: Context) -> None:
                 "max_worker_restarts) to say so, or use ParallelRollouts -> "
                 "UpdateWorkerWeights -> ConcatBatches, which replaces dead workers",
             )
+
+
+def _too_many_hint(ctx: Context, nid: str, rid: str, n: int, num_workers: int) -> str | None:
+    """PG216's hint: fewer aggregators or more workers; with no remote rollout worker
+    fewer aggregators cannot help (at least one is needed), so more workers, or sampling
+    in the driver without AggregateBatches."""
+    more_workers = join_hints(
+        f"{'or ' if num_workers else ''}give worker set {brief(rid)} at least "
+        f"{count(n, 'rollout worker')} (/resources/{rid}/params/num_workers)",
+        ctx.config_hint(ctx.plan.resources[rid].params, ["num_workers"], f"a value >= {n}"),
+    )
+    if num_workers == 0:
+        return join_hints(
+            more_workers,
+            f"or, to sample in the driver, drop {brief(nid)}: ParallelRollouts -> "
+            "UpdateWorkerWeights -> ConcatBatches, as plans/impala",
+        )
+    return join_hints(
+        f"use at most {count(num_workers, 'aggregation actor')} "
+        f"(/nodes/{nid}/params/num_aggregation_workers)",
+        ctx.config_hint(
+            ctx.plan.nodes[nid].params, ["num_aggregation_workers"], f"a value <= {num_workers}"
+        ),
+        more_workers,
+    )
