@@ -232,6 +232,17 @@ def test_the_local_worker_is_the_one_shard_without_remote_workers(tag_worker: An
     assert [r["counters"]["num_env_steps_sampled"] for r in run["results"]] == [64, 128]
 
 
+def test_a_gather_of_the_wrong_mode_is_told_the_mode_that_fits() -> None:
+    """A type mismatch at a GatherShards output names the modes whose items the consumer
+    takes (here ConcatBatches, SampleBatch), not the generic Flatten/Batch hint."""
+    (d,) = plangraph.analyze(_sharded("batch", op=None)).diagnostics
+    assert d.code == "PG130" and d.node == "concat"
+    assert d.hint == (
+        'set mode to "sync" or "async" on GatherShards \'gather\' (/nodes/gather/params/mode), '
+        "which then emits SampleBatch"
+    )
+
+
 # -- render and explain ---------------------------------------------------------------------
 
 SNAPSHOTS = Path(__file__).resolve().parent / "snapshots" / "render"

@@ -6,9 +6,9 @@ Each asks the analysis graph (``ctx.topology``) about users, ancestors and order
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, get_args
 
-from plangraph.compiler.context import Context
+from plangraph.compiler.context import Context, join_hints
 from plangraph.compiler.topology import Topology, reachable
 from plangraph.ir.refs import resource_ref_id
 from plangraph.ir.types import (
@@ -224,6 +224,7 @@ def _mismatch(
         hint = f"group items first: insert a Batch(n) node between {brief(src)} and {brief(nid)}"
     elif actual.is_list and is_assignable(actual.args[0], expected):
         hint = f"insert a Flatten node between {brief(src)} and {brief(nid)}"
+    hint = _gather_mode_hint(ctx, src, expected) or hint
     port = f"input {index}" if sig.variadic is not None or len(sig.inputs) > 1 else "input"
     ctx.report(
         "PG130",
@@ -232,6 +233,30 @@ def _mismatch(
         node=nid,
         pointer=f"/nodes/{nid}/inputs/{index}",
         hint=hint,
+    )
+
+
+def _gather_mode_hint(ctx: Context, src: str, expected: PortType) -> str | None:
+    """Where the mismatched edge leaves a ``GatherShards``, whose ``mode`` decides its
+    item type (``T`` or ``list[T]``): the modes whose output the consumer takes, or None
+    (``src`` is no GatherShards, or no mode fits)."""
+    node, sig, params = ctx.plan.nodes[src], ctx.sigs.get(src), ctx.params.get(src)
+    if node.op != "GatherShards" or sig is None or sig.infer_output is None or params is None:
+        return None
+    ins = [t if t is not None else ANY for t in ctx.input_types.get(src, ())]
+    fits: list[str] = []
+    made = ANY
+    for mode in get_args(type(params).model_fields["mode"].annotation):
+        out = sig.infer_output(ins, params.model_copy(update={"mode": mode}))
+        if mode != getattr(params, "mode", None) and not out.is_any and unify(expected, out, {}):
+            fits.append(f'"{mode}"')
+            made = out
+    if not fits:
+        return None
+    return join_hints(
+        f"set mode to {' or '.join(fits)} on GatherShards {brief(src)} "
+        f"(/nodes/{src}/params/mode), which then emits {made}",
+        ctx.config_hint(node.params, ["mode"], " or ".join(fits)),
     )
 
 
