@@ -70,11 +70,16 @@ def check_shards(ctx: Context) -> None:
     """Shard streams go only to per-shard operators and GatherShards, and are gathered."""
     sets = shard_worker_sets(ctx)
     ctx.shard_sets = sets
+    # Per-shard ops placed after a driver op (PG201), and the per-shard ops after them:
+    # their Shard output reaching a driver op is the same mistake, not a second PG200.
+    misplaced: set[str] = set()
     for nid in ctx.topology.topological_order():
         node = ctx.plan.nodes[nid]
         if nid in ctx.topology.cyclic or ctx.sigs.get(nid) is None:
             continue
         reads_shards = _reads_shards(ctx, nid)
+        if is_shard_op(ctx, nid) and misplaced.intersection(node.inputs):
+            misplaced.add(nid)
         for i, src in enumerate(node.inputs):
             t = ctx.types.get(src) if src in ctx.plan.nodes else None
             if t is None or t.is_any:
@@ -82,6 +87,8 @@ def check_shards(ctx: Context) -> None:
             pointer = f"/nodes/{nid}/inputs/{i}"
             src_op = ctx.plan.nodes[src].op
             if is_shard(t) and not reads_shards and _makes_shards(ctx, src):
+                if src in misplaced:
+                    continue
                 ctx.report(
                     "PG200",
                     f"{node.op} {brief(nid)} runs on the driver but reads {src_op} "
@@ -102,11 +109,8 @@ def check_shards(ctx: Context) -> None:
                 elif node.op == GATHER:
                     hint = f"{brief(src)} is on the driver already: read it without GatherShards"
                 else:
-                    hint = (
-                        f"a per-shard operator reads ParallelRollouts(mode='raw') or another "
-                        f"per-shard operator; to map {brief(src)}'s driver items, register "
-                        f"{node.op} with placement='driver' and inputs=['{t}']"
-                    )
+                    misplaced.add(nid)
+                    hint = _misplaced_hint(ctx, nid, src, str(t))
                 what = (
                     "gathers a per-shard stream (Shard[...]) to the driver"
                     if node.op == GATHER
@@ -134,6 +138,46 @@ def check_shards(ctx: Context) -> None:
             "train on the gathered batches and report their results "
             "(StandardMetricsReporting)",
         )
+
+
+def _misplaced_hint(ctx: Context, nid: str, src: str, driver_type: str) -> str:
+    """PG201's hint for per-shard op ``nid`` reading driver node ``src`` (not a source):
+    move it before the GatherShards upstream of ``src``, if there is one, where it reads
+    the shards; or make it a driver op."""
+    op = ctx.plan.nodes[nid].op
+    as_driver = (
+        f"to map {brief(src)}'s driver items, register {op} with placement='driver' and "
+        f"inputs=['{driver_type}']"
+    )
+    gather = _gather_upstream(ctx, src)
+    if gather is None:
+        return (
+            "a per-shard operator reads ParallelRollouts(mode='raw') or another per-shard "
+            f"operator; {as_driver}"
+        )
+    before = ", ".join(brief(i) for i in ctx.plan.nodes[gather].inputs)
+    return (
+        f"move {brief(nid)} before GatherShards {brief(gather)}, onto the shards it gathers "
+        f"({before} -> {brief(nid)} -> {brief(gather)}, and {brief(nid)}'s readers read "
+        f"{brief(src)}); or, {as_driver}"
+    )
+
+
+def _gather_upstream(ctx: Context, nid: str) -> str | None:
+    """The nearest GatherShards at or above ``nid`` (breadth first over its inputs)."""
+    seen, queue = {nid}, [nid]
+    while queue:
+        cur = queue.pop(0)
+        node = ctx.plan.nodes.get(cur)
+        if node is None:
+            continue
+        if node.op == GATHER:
+            return cur
+        for src in node.inputs:
+            if src not in seen:
+                seen.add(src)
+                queue.append(src)
+    return None
 
 
 def _check_one_worker_set(ctx: Context, nid: str, sets: dict[str, tuple[str, ...]]) -> None:
