@@ -100,7 +100,7 @@ class OperatorContext:
             BuildError: the node runs on the rollout workers (declared ``pure``).
         """
         if self._rng is None:
-            self._refuse_on_workers("an RNG")
+            self._refuse_on_workers("an RNG", "rng")
             self._rng = self.build.node_rng(self.node_id)
         return self._rng
 
@@ -123,7 +123,7 @@ class OperatorContext:
             BuildError: the node runs on the rollout workers (declared ``pure``).
             ValueError: called twice for this node.
         """
-        self._refuse_on_workers("state")
+        self._refuse_on_workers("state", "save_state")
         self.build.register_operator_state(self.node_id, get_state, set_state)
 
     def record_sampled(
@@ -142,19 +142,29 @@ class OperatorContext:
         ``episode_returns``/``episode_lengths``)."""
         self.build.record_batch(batch)
 
-    def _refuse_on_workers(self, what: str) -> None:
+    def _refuse_on_workers(self, what: str, attr: str) -> None:
         if self.on_workers:
             if self.per_shard:
                 raise BuildError(
-                    f"node {self.node_id!r}: its per-shard operator runs inside the rollout "
-                    f"workers, where the driver cannot keep {what} for it; keep it on the "
-                    "worker (worker.shard_state[node id]) in fn(worker, item)"
+                    f"node {self.node_id!r}: its per-shard operator's register_impl factory "
+                    f"took op.{attr}, but the operator runs inside the rollout workers, "
+                    f"where the driver cannot keep {what} for it; {_ON_THE_WORKER[attr]}"
                 )
             raise BuildError(
                 f"node {self.node_id!r}: its operator is declared pure=True and runs on the "
                 f"rollout workers (pass worker-side-maps), where it cannot keep {what}; "
                 "declare it without pure=True"
             )
+
+
+_ON_THE_WORKER = {
+    "rng": "make the generator in fn(worker, item) and keep it in worker.shard_state[node "
+    "id], seeded from the run seed and the worker (seed = op.seed in the factory, then "
+    "np.random.default_rng([seed, worker.index]) in fn)",
+    "save_state": "keep the state in worker.shard_state[node id] in fn(worker, item) (it is "
+    "not checkpointed; a replaced worker starts afresh)",
+}
+"""How a per-shard operator does without ``op.rng`` / ``op.save_state``: on the worker."""
 
 
 _MUTABLE_STATE = (
