@@ -20,7 +20,9 @@ Settings: 2 workers x 10 episodes of 100 steps per task and adaptation step (the
 batches of 10 tasks (the paper: 20), one inner step of size 0.1 (the paper's alpha),
 outer Adam at 3e-3 with 5 steps per meta-batch (RLlib's maml_optimizer_steps; its
 lr 1e-3 moved the policy by a KL of 0.002-0.005 per meta-update here, so 3x that). The
-measurement, on 10 held-out tasks and 3 seeds, is ``tools/eval_maml.py``.
+measurement, on 10 held-out tasks and 3 seeds, is ``tools/eval_maml.py``;
+``plangraph eval`` plays a checkpoint's meta-policy as saved, before any inner adaptation
+(on the env's own task), and says so under its returns.
 """
 
 from plangraph import Plan, PlanConfig

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import jsonschema
@@ -29,7 +30,7 @@ def test_ops_lists_the_catalog(capsys: pytest.CaptureFixture[str]) -> None:
     rc, out, _ = _run(capsys, "ops")
     assert rc == 0
     lines = out.splitlines()
-    assert lines[0].split()[:4] == ["ParallelRollouts", "source", "()", "->"]
+    assert lines[0].split()[:5] == ["ParallelRollouts", "source", "workers", "()", "->"]
     i = next(i for i, line in enumerate(lines) if line.startswith("ConcatBatches "))
     assert lines[i].split()[1] == "combine"
     assert lines[i + 1].split() == [
@@ -194,3 +195,78 @@ def test_explain_shows_resolved_resource_params_with_defaults(
     rc, out, _ = _run(capsys, "explain", "plans/dqn.json")
     assert "replay: ReplayBuffer; writers: store; readers: replay_batches" in out
     assert "defaults used: alpha, beta, beta_final, beta_annealing_steps, eps" in out
+
+
+def test_explain_says_where_the_learners_run(capsys: pytest.CaptureFixture[str]) -> None:
+    """From the ops that learn (``learns=True``) and their placement: DD-PPO's rollout
+    workers are its learners (no driver learner); MAML adapts on the workers and
+    meta-updates in the driver; PPO learns in the driver."""
+
+    def workers_line(plan: str) -> str:
+        rc, out, _ = _run(capsys, "explain", plan)
+        assert rc == 0
+        return next(ln for ln in out.splitlines() if ln.startswith("  workers: "))
+
+    line = workers_line("plans/ddppo.json")
+    assert line.endswith(
+        "learners: each rollout worker (train, per-shard); no learner in the driver"
+    )
+    assert "(in the driver)" not in line
+    line = workers_line("plans/maml.json")
+    assert line.endswith(
+        "learners: each rollout worker (adapt, per-shard) and the driver (meta_update; device auto)"
+    )
+    assert workers_line("plans/ppo.json").endswith("learner: device auto (in the driver)")
+    assert workers_line("plans/impala.json").endswith("learner: device auto (in the driver)")
+
+
+def test_explain_shows_each_check_description_whole(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, _ = _run(capsys, "explain", "plans/ppo.json")
+    assert rc == 0
+    checks = out[out.index("checks run:") : out.index("optimisation passes")]
+    flat = " ".join(checks.split())
+    for whole in (
+        "1. load Parse the plan and check its shape.",
+        "then resolve ${...} in them.",  # config: its docstring's first line ends in "and"
+        "has at most one aggregation actor per rollout worker.",
+        "reserve fits its resources and, on known nodes, its placement.",
+        "before Ray starts).",
+    ):
+        assert whole in flat, whole
+    # every description ends a sentence (a diagnostics count may follow)
+    for entry in re.split(r"\s+\d+\. ", flat)[1:]:
+        assert entry.rstrip().endswith((".", "found]")), entry
+
+
+def test_ops_shows_mode_dependent_outputs_and_per_shard_ops(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``ParallelRollouts(mode="raw")`` emits ``Shard[SampleBatch]``, and per-shard ops
+    (``placement="shard"``) are marked, in the catalog, one op's page and the JSON."""
+    rc, out, _ = _run(capsys, "ops")
+    assert rc == 0
+    rows = {ln.split()[0]: ln.split() for ln in out.splitlines() if ln and not ln[0].isspace()}
+    assert " ".join(rows["ParallelRollouts"][2:8]) == (
+        'workers () -> SampleBatch; mode="raw": Shard[SampleBatch]'
+    )
+    assert " ".join(rows["GatherShards"][2:8]) == 'driver Shard[T] -> T; mode="batch": list[T]'
+    shard = {name for name, row in rows.items() if len(row) > 2 and row[2] == "per-shard"}
+    assert shard == {"DDPPOTrainOnShard", "MAMLInnerAdaptation"}
+    assert rows["TrainOneStep"][2] == "driver"
+    rc, out, _ = _run(capsys, "ops", "ParallelRollouts")
+    assert out.startswith('ParallelRollouts  [source]  () -> SampleBatch; mode="raw": Shard[')
+    assert (
+        "  output by mode: bulk_sync: SampleBatch; async: SampleBatch; raw: Shard[SampleBatch]\n"
+        in out
+    )
+    rc, out, _ = _run(capsys, "ops", "DDPPOTrainOnShard")
+    assert "  runs: per-shard: inside each rollout worker, on its own Shard[...] stream\n" in out
+    rc, out, _ = _run(capsys, "ops", "ParallelRollouts", "--format", "json")
+    data = json.loads(out)
+    assert data["outputs"] == {
+        "mode": {"bulk_sync": "SampleBatch", "async": "SampleBatch", "raw": "Shard[SampleBatch]"}
+    }
+    assert data["placement"] == "actors" and not data["learns"]
+    rc, out, _ = _run(capsys, "ops", "MAMLInnerAdaptation", "--format", "json")
+    data = json.loads(out)
+    assert data["placement"] == "shard" and data["learns"] and data["outputs"] == {}

@@ -213,6 +213,28 @@ def test_a_killed_worker_is_replaced_and_the_group_rebuilt(algos: list[Algorithm
     assert_bitwise_equal(ws.local_policy.get_weights(), states[0]["weights"])
 
 
+def test_a_checkpoint_warns_that_the_workers_optimizer_state_is_not_saved(
+    algos: list[Algorithm], tmp_path: Path
+) -> None:
+    """The workers train, so their Adam moments are the learner's optimizer state, and a
+    checkpoint (the driver's policy, the workers' sampling state) does not hold them: a
+    resumed run starts them afresh. Saving one says so (``ResumeWarning``)."""
+    from plangraph.rl.worker_set import ResumeWarning
+
+    algo = _build(algos)
+    algo.train()
+    with pytest.warns(ResumeWarning) as caught:
+        algo.save(tmp_path / "ckpt")
+    messages = [str(w.message) for w in caught if issubclass(w.category, ResumeWarning)]
+    assert any(
+        m.startswith(
+            "rollout workers 1, 2: the policy copy's optimizer state (it trains on the "
+            "worker, as DD-PPO's: e.g. Adam's moments and step count) is not in the checkpoint"
+        )
+        for m in messages
+    ), messages
+
+
 def test_the_run_leaves_no_process_group_behind(algos: list[Algorithm]) -> None:
     import ray
 

@@ -170,6 +170,7 @@ def test_plangraph_eval_prints_the_greedy_return_and_writes_a_video(
     assert text.returncode == 0, text.stderr
     assert "3 greedy episodes, seed 0" in text.stdout
     assert "episode return: mean " in text.stdout
+    assert "note:" not in text.stdout and "note" not in report  # not a meta-policy
 
 
 def test_load_policy_acts_without_ray(finished_run: Path) -> None:

@@ -246,6 +246,46 @@ def test_maml_plan_runs_with_two_workers(tmp_path: Any) -> None:
     assert first["episode_len_mean"] == 100.0
 
 
+def test_eval_says_it_plays_the_meta_policy_before_any_adaptation(tmp_path: Any) -> None:
+    """``plangraph eval`` on a MAML checkpoint plays the saved meta-policy, unadapted (on
+    the env's own task), and says so in its text and JSON output."""
+    import json
+
+    from plangraph import cli
+    from plangraph.commands.eval import UNADAPTED
+
+    compiled = plangraph.compile(
+        "plans/maml.json",
+        config={"num_envs_per_worker": 1, "meta_batch_size": 2, "maml_optimizer_steps": 1},
+    )
+    with plangraph.build(compiled, seed=0) as algo:
+        algo.train()
+        ckpt = algo.save(tmp_path / "iter_000001")
+    assert plangraph.load_policy(ckpt).meta_learning
+    note = UNADAPTED.format(algo="maml")
+    assert note.startswith(
+        "note: a meta-learning policy (maml): these are the returns of the meta-policy "
+        "before any inner adaptation"
+    )
+    out = _cli_stdout(cli, "eval", str(ckpt), "--episodes", "2")
+    assert out.splitlines()[-1] == note
+    report = json.loads(_cli_stdout(cli, "eval", str(ckpt), "--episodes", "2", "--format", "json"))
+    assert report["unadapted_meta_policy"] is True and report["note"] == note
+    assert report["env"] == "Navigation2D" and report["episodes"] == 2
+
+
+def _cli_stdout(cli: Any, *argv: str) -> str:
+    """``plangraph ARGV`` in this process; its stdout (exit status 0 asserted)."""
+    import contextlib
+    import io
+
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        rc = cli.main(list(argv))
+    assert rc == 0, buf.getvalue()
+    return buf.getvalue()
+
+
 # --- learning (slow) ------------------------------------------------------------------
 
 

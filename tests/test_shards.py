@@ -290,6 +290,29 @@ def test_moved_maps_are_drawn_and_explained_like_per_shard_ops() -> None:
     assert "cluster_workers" not in plangraph.to_dot(plangraph.compile(PLANS / "ppo.json"))
 
 
+def test_a_checkpoint_warns_that_per_shard_state_is_not_saved(
+    tag_worker: Any, tmp_path: Path
+) -> None:
+    """What a per-shard op keeps in ``worker.shard_state`` is not in checkpoints: saving
+    one says so (``ResumeWarning``, naming the workers and the keys), as for sub-envs
+    whose state cannot be captured, and the checkpoint's worker states stay plain."""
+    from plangraph.rl.worker_set import ResumeWarning
+
+    compiled = plangraph.compile(_sharded("sync"), config={**PPO_SMALL, "num_workers": 2})
+    with plangraph.build(compiled, seed=0) as algo:
+        algo.train()
+        with pytest.warns(ResumeWarning) as caught:
+            algo.save(tmp_path / "ckpt")
+            state = algo.ctx.get_state()
+    [message] = {str(w.message) for w in caught if issubclass(w.category, ResumeWarning)}
+    assert message.startswith(
+        "rollout workers 1, 2: the per-shard operator state (worker.shard_state 'tag') is "
+        "not in the checkpoint; a restored worker starts without it"
+    )
+    assert all(set(w) >= {"envs", "obs"} for w in state["workers"]["workers"]["workers"])
+    assert not any("unsaved" in w for w in state["workers"]["workers"]["workers"])
+
+
 def test_a_per_shard_op_keeps_its_state_on_the_worker_not_the_driver() -> None:
     from plangraph.errors import BuildError
     from plangraph.runtime.implementations import OperatorContext

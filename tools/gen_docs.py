@@ -140,7 +140,7 @@ def anchor(name: str) -> str:
 
 def operators_page() -> str:
     from plangraph.ops import all_ops
-    from plangraph.ops.describe import _APPLY_USE, describe_op
+    from plangraph.ops.describe import _APPLY_USE, _WHERE, describe_op
 
     sigs = {n: s for n, s in sorted(all_ops().items()) if s.builtin}
     parts = [
@@ -157,13 +157,14 @@ def operators_page() -> str:
         "[the shard operator contract](../extending.md"
         "#per-shard-operators-code-that-runs-in-each-rollout-worker).",
         "",
-        "| operator | category | type | summary |",
-        "|---|---|---|---|",
+        "| operator | category | runs | type | summary |",
+        "|---|---|---|---|---|",
     ]
     for name, sig in sigs.items():
         d = describe_op(sig)
         parts.append(
-            f"| [`{name}`](#{anchor(name)}) | {d['category']} | `{cell(d['type'])}` | "
+            f"| [`{name}`](#{anchor(name)}) | {d['category']} | {_WHERE[sig.placement]} | "
+            f"`{cell(d['type'])}` | "
             f"{cell(md_text(d['summary']))} |"
         )
     for name, sig in sigs.items():

@@ -7,6 +7,8 @@ Loads the learner policy of a checkpoint (a run directory's newest, or the one n
 ``--render human`` shows them in a window. The env is the one the run trained on (the
 checkpoint's ``plan.json``) unless ``--env`` names another; an env registered by a module
 or a Python plan file needs ``--import`` (a run directory never makes plangraph import code).
+A meta-policy (MAML) is played as saved, before any inner adaptation, and the output says
+so (``UNADAPTED``; JSON: ``note``, ``unadapted_meta_policy``).
 
 Exit status: 0 played, 2 usage error (no checkpoint, unknown env, missing video extra).
 """
@@ -22,7 +24,15 @@ from typing import Any
 
 from plangraph.commands.user_modules import add_import_option, import_user_modules
 
-__all__ = ["add_parser", "run"]
+__all__ = ["UNADAPTED", "add_parser", "run"]
+
+UNADAPTED = (
+    "note: a meta-learning policy ({algo}): these are the returns of the meta-policy before "
+    "any inner adaptation, on the env's own task; what meta-learning aims at is the return "
+    "after adapting to a task (MAML: post_adaptation_return_mean in the training results; "
+    "tools/eval_maml.py measures it on held-out tasks)"
+)
+"""What ``eval`` says of a meta-policy's returns (``TrainedPolicy.meta_learning``)."""
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
@@ -32,7 +42,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         description=(
             "Load the policy of RUN_DIR's newest checkpoint (or of CHECKPOINT), play greedy "
             "episodes on their own seeds in this process (no Ray) and print the return "
-            "statistics. --video out.mp4 (or .gif) records them; needs plangraph[video]."
+            "statistics. --video out.mp4 (or .gif) records them; needs plangraph[video]. "
+            "A meta-policy (MAML) is played as saved, before any inner adaptation, and the "
+            "output says so."
         ),
     )
     p.add_argument("path", metavar="RUN_DIR|CHECKPOINT", type=Path, help="run or checkpoint")
@@ -153,6 +165,10 @@ def _play(args: argparse.Namespace) -> int:
     if writer is not None:
         report["video"] = str(args.video)
         report["video_frames"] = writer.frames
+    note = UNADAPTED.format(algo=agent.policy.config.algo) if agent.meta_learning else None
+    if note is not None:
+        report["unadapted_meta_policy"] = True
+        report["note"] = note
     if args.format == "json":
         print(json.dumps(report, indent=2, sort_keys=True))
         return 0
@@ -166,6 +182,8 @@ def _play(args: argparse.Namespace) -> int:
         f"{stats['episode_return_max']:.2f}); episode length mean "
         f"{stats['episode_len_mean']:.1f} env steps"
     )
+    if note is not None:
+        print(note)
     if writer is not None:
         print(f"video: {args.video} ({writer.frames:,} frames at {writer.fps:g} fps)")
     return 0

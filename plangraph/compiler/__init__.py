@@ -130,7 +130,7 @@ def analyze(
     )
     ctx.diagnostics.extend(loaded.diagnostics)
     ctx.diagnostics.extend(extra)
-    records = [PassRecord("load", "Parse the plan and check its shape", len(ctx.diagnostics))]
+    records = [PassRecord("load", "Parse the plan and check its shape.", len(ctx.diagnostics))]
     records += run_checks(ctx, _pipeline.checks() if checks is None else checks)
     draft: Draft | None = None
     results: tuple[PassResult, ...] = ()

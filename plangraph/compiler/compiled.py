@@ -416,7 +416,8 @@ class CompiledPlan:
         w = max((len(p.name) for p in self.pass_records), default=0)
         for i, p in enumerate(self.pass_records, 1):
             found = f"  [{p.diagnostics} found]" if p.diagnostics else ""
-            lines.append(f"  {i:2d}. {p.name:<{w}}  {p.doc}{found}")
+            # whole sentences, wrapped under the description column
+            lines += _wrap(f"{i:2d}. {p.name:<{w}}  {p.doc}{found}", "  ", 120, w + 6)
         lines += ["", *self._explain_passes()]
         lines += ["", *self._explain_placement()]
         lines += self._explain_workers()
@@ -535,12 +536,9 @@ class CompiledPlan:
                 if ws.placement_strategy
                 else "no placement group"
             )
-            learner = f"learner: device {ws.learner.device}"
-            if ws.learner.num_gpus:
-                learner += f", {ws.learner.num_gpus:g} GPU(s)"
             out.append(
                 f"  {rid}: {count(ws.num_workers, 'rollout worker')} x {each}; {how}; "
-                f"{learner} (in the driver)"
+                f"{self._learners_text(rid, ws)}"
             )
             if free is None or not ws.num_workers:
                 continue
@@ -561,6 +559,39 @@ class CompiledPlan:
                 for n in cap.nodes:
                     out.append(f"      {n.label()}: {_resources_text(n.amounts) or 'nothing'}")
         return out
+
+    def _learners_text(self, rid: str, ws: Any) -> str:
+        """Where worker set ``rid``'s policy learns, from the nodes whose op ``learns``:
+        ``"learner: device auto (in the driver)"``, and for per-shard ones ``"learners:
+        each rollout worker (train, per-shard); no learner in the driver"``. A plan with
+        no such node (only user ops that do not declare it) keeps the driver's learner."""
+        in_driver, on_workers = [], []
+        for n in self.nodes.values():
+            if n.signature is None or not n.signature.learns:
+                continue
+            if n.signature.placement == "shard":
+                if self.worker_set_of(n.id) == rid:
+                    on_workers.append(n.id)
+            elif self._trained_set(n) == rid:
+                in_driver.append(n.id)
+        device = f"device {ws.learner.device}"
+        if ws.learner.num_gpus:
+            device += f", {ws.learner.num_gpus:g} GPU(s)"
+        if not on_workers:
+            return f"learner: {device} (in the driver)"
+        shards = f"each rollout worker ({', '.join(on_workers)}, per-shard)"
+        if not in_driver:
+            return f"learners: {shards}; no learner in the driver"
+        return f"learners: {shards} and the driver ({', '.join(in_driver)}; {device})"
+
+    def _trained_set(self, node: CompiledNode) -> str | None:
+        """The worker set whose policy driver node ``node`` trains: its ``workers``, or
+        for an ``Enqueue`` its learner thread's."""
+        ref = getattr(node.params, "workers", None)
+        thread = self.resources.get(node.host) if node.host else None
+        if thread is not None and thread.kind == "LearnerThread":
+            ref = getattr(thread.params, "workers", None)
+        return ref[1:] if isinstance(ref, str) and ref.startswith("@") else None
 
     def _explain_passes(self) -> list[str]:
         if not self.optimisations:
@@ -593,12 +624,13 @@ _WHERE = {
 """Where a resource of each kind lives, when not in the driver's dataflow itself."""
 
 
-def _wrap(text: str, indent: str, width: int = 92) -> list[str]:
-    """``text`` wrapped at ``width``, continuation lines indented two more."""
+def _wrap(text: str, indent: str, width: int = 92, indent_more: int = 2) -> list[str]:
+    """``text`` wrapped at ``width``, continuation lines indented ``indent_more`` more."""
     import textwrap
 
+    more = indent + " " * indent_more
     return textwrap.wrap(
-        text, width, initial_indent=indent, subsequent_indent=indent + "  ", break_on_hyphens=False
+        text, width, initial_indent=indent, subsequent_indent=more, break_on_hyphens=False
     )
 
 

@@ -27,6 +27,7 @@ from plangraph.compiler import (
 )
 from plangraph.compiler.compiled import PassRecord
 from plangraph.compiler.context import Context
+from plangraph.ops.describe import summary
 
 __all__ = ["BUILTIN_CHECKS", "Check", "checks", "register_check", "run_checks"]
 
@@ -43,8 +44,9 @@ class Check:
 
     @classmethod
     def of(cls, name: str, fn: Callable[[Context], None]) -> Check:
-        """A check whose ``doc`` is the first line of ``fn``'s docstring."""
-        return cls(name, (fn.__doc__ or "").strip().splitlines()[0] if fn.__doc__ else "", fn)
+        """A check whose ``doc`` is the first sentence of ``fn``'s docstring, whole (a
+        docstring's first line may end mid-sentence), as plain text."""
+        return cls(name, summary(fn.__doc__ or ""), fn)
 
 
 BUILTIN_CHECKS: tuple[Check, ...] = (

@@ -34,6 +34,7 @@ def register_op(
     placement: str = "driver",
     pure: bool = False,
     rowwise: bool = False,
+    learns: bool = False,
 ) -> Any:
     """Register a user operator; returns its Python builder (an :class:`OpFactory`).
 
@@ -67,7 +68,10 @@ def register_op(
     (``f(concat(a, b)) == concat(f(a), f(b))``, e.g. clipping rewards, but not
     standardising a column), which a bulk-sync source needs: it concatenates the workers'
     fragments (bit for bit only where a row's arithmetic does not depend on the number of
-    rows: elementwise numpy does not; a BLAS matrix product may round otherwise). Raises
+    rows: elementwise numpy does not; a BLAS matrix product may round otherwise).
+    ``learns=True`` says the worker set's policy learns from the op's items (an optimizer
+    step or the gradients for one, in the driver, or per shard on each rollout worker):
+    ``explain`` shows from it where the plan's learners run. Raises
     ``RegistrationError`` (a ``ValueError``) if the name is taken (unless ``replace``) or
     the signature is inconsistent (e.g. a for_each op without exactly one input).
 
@@ -98,6 +102,7 @@ def register_op(
             placement=placement,
             pure=pure,
             rowwise=rowwise,
+            learns=learns,
         )
         register_signature(dataclasses.replace(sig, origin=origin), replace=replace)
         return OpFactory(op_name)

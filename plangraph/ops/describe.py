@@ -141,15 +141,73 @@ def describe_params(model: type[BaseModel]) -> list[dict[str, Any]]:
     return rows
 
 
+_WHERE = {
+    "driver": "driver",
+    "actors": "workers",
+    "aggregators": "aggregators",
+    "shard": "per-shard",
+}
+"""An op's ``placement`` as the catalog shows it: ``per-shard`` runs inside each rollout
+worker on its own ``Shard[...]`` stream (until ``GatherShards``)."""
+
+_WHERE_LONG = {
+    "driver": "in the driver",
+    "actors": "on the rollout workers (actors)",
+    "aggregators": "on aggregation actors of its own",
+    "shard": "per-shard: inside each rollout worker, on its own Shard[...] stream",
+}
+
+
+def outputs_by_param(sig: OpSignature) -> tuple[str, dict[str, str]] | None:
+    """``(param, {value: output type})`` when the output type depends on the value of a
+    ``Literal`` param (``ParallelRollouts``' ``mode``: ``raw`` gives ``Shard[SampleBatch]``),
+    found by asking the op's ``infer_output`` with each value (the other params at their
+    defaults, the inputs at their declared types); None when it depends on none."""
+    if sig.infer_output is None:
+        return None
+    ins = list(sig.inputs) or ([sig.variadic] * max(sig.min_inputs, 1) if sig.variadic else [])
+    for name, f in sig.params_model.model_fields.items():
+        if typing.get_origin(f.annotation) is not typing.Literal:
+            continue
+        outs: dict[str, str] = {}
+        for value in typing.get_args(f.annotation):
+            try:
+                params = sig.params_model.model_construct(**{name: value})
+                outs[str(value)] = str(sig.infer_output(ins, params))
+            except Exception:  # a rule that needs params left unset: no variants to show
+                return None
+        if len(set(outs.values())) > 1:
+            return name, outs
+    return None
+
+
+def type_text(sig: OpSignature) -> str:
+    """:meth:`OpSignature.type_text`, plus the outputs that a param's value changes:
+    ``() -> SampleBatch; mode="raw": Shard[SampleBatch]``."""
+    text = sig.type_text()
+    found = outputs_by_param(sig)
+    if found is None:
+        return text
+    name, outs = found
+    other = [f'{name}="{v}": {t}' for v, t in outs.items() if t != str(sig.output)]
+    return f"{text}; {', '.join(other)}"
+
+
 def describe_op(sig: OpSignature) -> dict[str, Any]:
-    """The signature as JSON data."""
+    """The signature as JSON data (``outputs``: the output type by a param's value, when
+    it depends on one; ``placement``: where its work runs, ``"shard"`` for a per-shard
+    op; ``learns``: the worker set's policy learns from its items)."""
+    found = outputs_by_param(sig)
     return {
         "name": sig.name,
         "category": sig.category,
         "apply": sig.apply,
-        "type": sig.type_text(),
+        "type": type_text(sig),
         "inputs": sig.arity_text(),
         "output": str(sig.output),
+        "outputs": {found[0]: found[1]} if found else {},
+        "placement": sig.placement,
+        "learns": sig.learns,
         "summary": summary(sig.doc),
         "doc": sig.doc,
         "builtin": sig.builtin,
@@ -173,10 +231,15 @@ def op_text(sig: OpSignature) -> str:
     """A page of text about one operator: type, usage, doc, params table."""
     d = describe_op(sig)
     lines = [
-        f"{sig.name}  [{sig.category}]  {sig.type_text()}",
+        f"{sig.name}  [{sig.category}]  {type_text(sig)}",
         f"  python: {_APPLY_USE[sig.apply].format(name=sig.name)}",
-        "",
+        f"  runs: {_WHERE_LONG.get(sig.placement, sig.placement)}",
     ]
+    found = outputs_by_param(sig)
+    if found is not None:
+        name, outs = found
+        lines.append(f"  output by {name}: " + "; ".join(f"{v}: {t}" for v, t in outs.items()))
+    lines.append("")
     lines += ["  " + x if x else "" for x in plain_text(sig.doc).splitlines()]
     lines.append("")
     lines += _param_lines(d["params"])
@@ -330,15 +393,22 @@ def _json(v: Any) -> str:
 
 
 def catalog_text(sigs: dict[str, OpSignature]) -> str:
-    """Two lines per operator: name, category, type, the doc's first sentence (plain
-    text); then its params with defaults (``plangraph ops NAME`` has ranges and units)."""
+    """Two lines per operator: name, category, where it runs (driver, workers,
+    aggregators, per-shard), type (with the outputs a param's value changes), the doc's
+    first sentence (plain text); then its params with defaults (``plangraph ops NAME``
+    has ranges and units)."""
+    types = {n: type_text(s) for n, s in sigs.items()}
+    wheres = {n: _WHERE.get(s.placement, s.placement) for n, s in sigs.items()}
     wn = max(len(n) for n in sigs)
     wc = max(len(s.category) for s in sigs.values())
-    wt = max(len(s.type_text()) for s in sigs.values())
+    ww = max(len(w) for w in wheres.values())
+    wt = max(len(t) for t in types.values())
     lines = []
     for name, s in sigs.items():
         first = summary(s.doc)
-        lines.append(f"{name:<{wn}}  {s.category:<{wc}}  {s.type_text():<{wt}}  {first}")
+        lines.append(
+            f"{name:<{wn}}  {s.category:<{wc}}  {wheres[name]:<{ww}}  {types[name]:<{wt}}  {first}"
+        )
         params = [
             f"{p['name']}=" + ("<required>" if p["required"] else _json(p["default"]))
             for p in describe_params(s.params_model)

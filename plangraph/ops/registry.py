@@ -137,6 +137,11 @@ class OpSignature:
     """``pure`` and each output row depends on the same input row only, so
     ``f(concat(a, b)) == concat(f(a), f(b))``: it may run on each worker's fragment before
     a bulk-sync gather concatenates them."""
+    learns: bool = False
+    """The worker set's policy learns from this op's items: it steps an optimizer (or
+    computes the gradients one applies) in the driver's learner, or feeds a learner thread
+    that does, or, placed per shard, trains each rollout worker's own copy. ``explain``
+    says from these where a plan's learners run (in the driver, on the workers, or both)."""
     origin: str | None = field(default=None, compare=False)
     """Where a user op was registered (file:line): re-running that same code (a Python
     plan loaded twice) replaces the op instead of failing."""
@@ -345,6 +350,7 @@ def make_signature(
     placement: str = "driver",
     pure: bool = False,
     rowwise: bool = False,
+    learns: bool = False,
 ) -> OpSignature:
     """Build an :class:`OpSignature` from friendly arguments (types as text; a resource's
     kind may be a tuple of the kinds it accepts, the first one its main kind)."""
@@ -368,6 +374,7 @@ def make_signature(
         placement=placement,  # type: ignore[arg-type]
         pure=pure,
         rowwise=rowwise,
+        learns=learns,
     )
 
 

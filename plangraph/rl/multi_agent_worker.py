@@ -51,6 +51,7 @@ from plangraph.rl.multi_agent_batch import MultiAgentBatch
 from plangraph.rl.multi_agent_env import make_multi_agent_env
 from plangraph.rl.postprocessing import Fragment
 from plangraph.rl.registrations import Registrations
+from plangraph.rl.rollout_worker import UNSAVED_KEY, unsaved_state
 from plangraph.rl.row_layout import action_row
 from plangraph.rl.sample_batch import SampleBatch
 from plangraph.rl.seeding import derive_seeds
@@ -423,6 +424,10 @@ class MultiAgentRolloutWorker:
         }
         if include_policy:
             state["policies"] = {pid: p.get_sampling_state() for pid, p in self.policies.items()}
+        copies = list(self.policies.values()) if include_policy else []
+        unsaved = unsaved_state(self.shard_state, copies)
+        if unsaved:
+            state[UNSAVED_KEY] = unsaved
         return state
 
     def set_state(self, state: Mapping[str, Any]) -> list[int]:

@@ -43,6 +43,7 @@ from plangraph.rl.worker_set import (
     _late_workers,
     _set_torch_threads,
     fragment_length,
+    warn_unsaved,
 )
 
 if TYPE_CHECKING:
@@ -353,6 +354,7 @@ class MultiAgentWorkerSet(WorkerSet):
             # Queued behind the weight syncs sent before: one that failed fails the save.
             self.check_pending(block=True)
             workers = self._get_from_workers(refs, "get_state()")
+        warn_unsaved(workers)
         for w in workers:
             for k, entry in enumerate(w["envs"]):
                 if entry["snapshot"] is None:

@@ -594,6 +594,12 @@ class TorchPolicy(Generic[ConfigT]):
                     )
                 tensor.copy_(src)
 
+    def has_optimizer_state(self) -> bool:
+        """Whether an optimizer of this policy has stepped and keeps state (Adam's moments
+        and step count): a rollout worker's copy never does, unless it trains on the
+        worker (DD-PPO), and ``get_sampling_state`` does not save it."""
+        return self._optimizers is not None and any(opt.state for opt in self._optimizers.values())
+
     def get_sampling_state(self) -> dict[str, Any]:
         """What a rollout worker's copy of the policy carries between fragments, as plain
         data: ``weights`` (as last received), ``global_timestep`` (env steps; drives

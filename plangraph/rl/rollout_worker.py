@@ -96,7 +96,38 @@ from plangraph.rl.wrappers import make_env
 if TYPE_CHECKING:
     from plangraph.rl.policy import TorchPolicy
 
-__all__ = ["EnvSpec", "RolloutWorker", "env_creator", "make_vector_env", "sample_row_layout"]
+__all__ = [
+    "UNSAVED_KEY",
+    "EnvSpec",
+    "RolloutWorker",
+    "env_creator",
+    "make_vector_env",
+    "sample_row_layout",
+    "unsaved_state",
+]
+
+UNSAVED_KEY = "unsaved"
+"""Key of a worker's ``get_state()`` listing, in words, what it holds that the state does
+not save (:func:`unsaved_state`); the worker set pops it and warns (``ResumeWarning``)."""
+
+
+def unsaved_state(shard_state: Mapping[str, Any], policies: Sequence[Any]) -> list[str]:
+    """What a rollout worker holds that its ``get_state()`` does not save, in words: the
+    per-shard operators' ``shard_state`` (any entry: what it holds is the operator's own,
+    and a restored worker starts without it), and the optimizer state of a policy copy
+    that trains on the worker (DD-PPO's Adam moments; a copy saves only its sampling
+    state). ``policies``: the copies whose sampling state is saved."""
+    out = []
+    if shard_state:
+        keys = ", ".join(repr(k) for k in sorted(shard_state))
+        out.append(f"per-shard operator state (worker.shard_state {keys})")
+    if any(p.has_optimizer_state() for p in policies):
+        out.append(
+            "policy copy's optimizer state (it trains on the worker, as DD-PPO's: e.g. "
+            "Adam's moments and step count)"
+        )
+    return out
+
 
 EnvSpec = str | Callable[[], gym.Env]
 """A gymnasium env id (``"CartPole-v1"``) or a zero-argument creator of a ``gym.Env``."""
@@ -548,6 +579,9 @@ class RolloutWorker:
             state["recurrent_inputs"] = {k: v.copy() for k, v in self._rec_inputs.items()}
         if include_policy:
             state["policy"] = self.policy.get_sampling_state()
+        unsaved = unsaved_state(self.shard_state, [self.policy] if include_policy else [])
+        if unsaved:
+            state[UNSAVED_KEY] = unsaved
         return state
 
     def set_state(self, state: Mapping[str, Any]) -> list[int]:

@@ -64,7 +64,7 @@ from __future__ import annotations
 
 import sys
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -80,7 +80,7 @@ from plangraph.rl.restarts import (
     describe_actor_death,
     missing_module,
 )
-from plangraph.rl.rollout_worker import EnvSpec, RolloutWorker
+from plangraph.rl.rollout_worker import UNSAVED_KEY, EnvSpec, RolloutWorker
 from plangraph.rl.sample_batch import SampleBatch
 from plangraph.rl.seeding import derive_seeds
 
@@ -121,6 +121,25 @@ def fragment_length(params: WorkerSetParams) -> int:
 
 class ResumeWarning(UserWarning):
     """A checkpoint cannot make the resumed run identical to the uninterrupted one."""
+
+
+def warn_unsaved(workers: Sequence[dict[str, Any] | None]) -> None:
+    """Pop each worker state's list of what it does not save (``UNSAVED_KEY``) and warn
+    (``ResumeWarning``) once per kind, naming the workers: a restore starts that afresh."""
+    by_what: dict[str, list[str]] = {}
+    for w in workers:
+        if w is None:
+            continue
+        for what in w.pop(UNSAVED_KEY, ()):
+            by_what.setdefault(what, []).append(str(w["worker_index"]))
+    for what, indexes in by_what.items():
+        warnings.warn(
+            f"rollout worker{'s' * (len(indexes) > 1)} {', '.join(indexes)}: the {what} is "
+            "not in the checkpoint; a restored worker starts without it, so the resumed run "
+            "may differ from an uninterrupted one",
+            ResumeWarning,
+            stacklevel=3,
+        )
 
 
 class WorkerSet:
@@ -611,6 +630,7 @@ class WorkerSet:
                         stacklevel=2,
                     )
                     workers.append(None)
+        warn_unsaved(workers)
         for w in workers:
             if w is None:
                 continue

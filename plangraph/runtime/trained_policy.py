@@ -111,6 +111,13 @@ class TrainedPolicy:
     iteration: int
 
     @property
+    def meta_learning(self) -> bool:
+        """Whether the policy is a meta-policy (its algorithm's capability
+        ``meta_learning``: MAML), meant to be adapted to a task first: ``evaluate`` plays
+        it as saved, before any inner adaptation, on the env's own task."""
+        return "meta_learning" in getattr(self.policy.config, "capabilities", ())
+
+    @property
     def observation_space(self) -> Any:
         return self.policy.observation_space
 
@@ -139,7 +146,8 @@ class TrainedPolicy:
         render_mode: str | None = None,
     ) -> dict[str, float | int]:
         """Play ``episodes`` greedy episodes here, seeded from ``seed``'s evaluation stream
-        (``plangraph.rl.evaluation``); returns ``episode_return_mean/std/min/max``,
+        (``plangraph.rl.evaluation``) with the policy as saved (a meta-policy,
+        :attr:`meta_learning`, unadapted); returns ``episode_return_mean/std/min/max``,
         ``episode_len_mean`` and ``episodes``. ``on_frame`` gets every frame of the first
         env (``render_mode="rgb_array"``; episodes then play one after another).
 

@@ -321,5 +321,6 @@ MAMLInnerAdaptation = register_op(
     output="Shard[AdaptedTask]",
     params=MAMLInnerAdaptationParams,
     placement="shard",
+    learns=True,
     builtin=True,
 )

@@ -99,6 +99,7 @@ TrainOneStep = register_op(
     output="TrainInfo",
     params=TrainOneStepParams,
     resources=WORKERS_WRITE,
+    learns=True,
     builtin=True,
 )
 
@@ -121,6 +122,7 @@ ComputeGradients = register_op(
     output="GradInfo",
     params=ComputeGradientsParams,
     resources=WORKERS_READ,
+    learns=True,
     builtin=True,
 )
 
@@ -185,6 +187,7 @@ ApplyGradients = register_op(
     output="TrainInfo",
     params=ApplyGradientsParams,
     resources=WORKERS_WRITE,
+    learns=True,
     builtin=True,
 )
 
@@ -300,6 +303,7 @@ Enqueue = register_op(
     output="SampleBatch",
     params=EnqueueParams,
     resources={"queue": ("LearnerThread", "write")},
+    learns=True,
     builtin=True,
 )
 
@@ -395,6 +399,7 @@ DDPPOTrainOnShard = register_op(
     params=DDPPOTrainOnShardParams,
     resources=WORKERS_WRITE,
     placement="shard",
+    learns=True,
     builtin=True,
 )
 
@@ -454,5 +459,6 @@ MetaUpdate = register_op(
     output="TrainInfo",
     params=MetaUpdateParams,
     resources=WORKERS_WRITE,
+    learns=True,
     builtin=True,
 )
