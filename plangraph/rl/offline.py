@@ -642,23 +642,45 @@ def discounted_returns(columns: Mapping[str, np.ndarray], gamma: float) -> np.nd
 # -- reading: streamed through Ray Data -----------------------------------------------------
 
 
-def _check_rows(where: str, columns: Mapping[str, np.ndarray]) -> None:
-    """Refuse rows a learner must not see: a NaN or infinite reward or observation.
+_GROUP_COLUMN = "__plangraph_row_group"
+"""Column each read row group carries to the consumer: its index in
+``DatasetInfo.row_groups``, so that a bad row is named by its file and row group."""
 
-    Raises:
-        DatasetError: names the column and how many rows.
-    """
+
+def _bad_rows(columns: Mapping[str, np.ndarray]) -> tuple[str, np.ndarray] | None:
+    """The first column of those a learner reads as floats that holds a NaN or infinite
+    value, and its bad rows (bool ``[B]``); None when every row is finite."""
     for name in ("rewards", "obs", "actions", "action_logp"):
         value = columns.get(name)
         if value is None or np.asarray(value).dtype.kind != "f":
             continue
         bad = ~np.isfinite(value)
         if bad.any():
-            rows = int(bad.reshape(len(bad), -1).any(axis=1).sum())
-            raise DatasetError(
-                f"{where}: column {name!r} holds NaN or infinite values in {rows} row(s); "
-                "clean the dataset (e.g. drop those rows)"
-            )
+            return name, bad.reshape(len(bad), -1).any(axis=1)
+    return None
+
+
+def _check_batch(info: DatasetInfo, columns: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """``columns`` without the row-group column, once its rows are checked: the rows a
+    learner must not see (a NaN or infinite reward, observation, action or log-prob) are
+    refused when the batch holding them is consumed, so every batch before it is trained
+    on (and checkpointed) as usual.
+
+    Raises:
+        DatasetError: names the file, the row group and the column, and how many rows.
+    """
+    groups = columns.pop(_GROUP_COLUMN)
+    found = _bad_rows(columns)
+    if found is None:
+        return columns
+    name, bad = found
+    position = int(groups[np.argmax(bad)])
+    file, index, _rows = info.row_groups[position]
+    rows = int((bad & (groups == position)).sum())
+    raise DatasetError(
+        f"dataset {info.path!r}: file {file!r}, row group {index}: column {name!r} holds NaN "
+        f"or infinite values in {rows} row(s); clean the dataset (e.g. drop those rows)"
+    )
 
 
 class OfflineDataset:
@@ -696,7 +718,9 @@ class OfflineDataset:
         self._actors: list[Any] = []
 
     def ray_dataset(self, epoch: int) -> Any:
-        """The lazy ``ray.data.Dataset`` of one epoch (file order shuffled by epoch)."""
+        """The lazy ``ray.data.Dataset`` of one epoch (file order shuffled by epoch), its
+        rows unchecked and carrying the row-group column ``_GROUP_COLUMN`` (the batches of
+        ``epoch_batches`` and the readers check the rows and drop it)."""
         import ray.data
 
         ctx = ray.data.DataContext.get_current()
@@ -704,14 +728,17 @@ class OfflineDataset:
         ctx.print_on_execution_start = False
         # Ray Data's per-execution INFO lines would interleave with the progress line.
         logging.getLogger("ray.data").setLevel(logging.WARNING)
-        groups = list(self.info.row_groups)
+        # The blocks in the order read (this epoch's file order), whichever read task ends
+        # first: batches, and a bad row's error, come in the same order run after run.
+        ctx.execution_options.preserve_order = True
+        positions = list(range(len(self.info.row_groups)))
         if self.shuffle_buffer_size > 0:  # a new order of the row groups each epoch
-            order = np.random.default_rng([self.seed, epoch]).permutation(len(groups))
-            groups = [groups[k] for k in order]
+            order = np.random.default_rng([self.seed, epoch]).permutation(len(positions))
+            positions = [int(p) for p in order]
         ds = ray.data.read_datasource(
-            _row_group_source(self.info, groups),
-            concurrency=max(1, min(self.read_concurrency, len(groups))),
-            override_num_blocks=len(groups),
+            _row_group_source(self.info, positions),
+            concurrency=max(1, min(self.read_concurrency, len(positions))),
+            override_num_blocks=len(positions),
             num_cpus=0.25,
         )
         if self.returns_gamma is not None:
@@ -812,16 +839,19 @@ class OfflineDataset:
         self._actors = []
 
 
-def _read_row_group(info: DatasetInfo, file: str, index: int) -> Any:
-    """One row group of one file as a ``pyarrow.Table``, its rows checked.
+def _read_row_group(info: DatasetInfo, position: int) -> Any:
+    """Row group ``info.row_groups[position]`` as a ``pyarrow.Table``, with its position in
+    the int32 column ``_GROUP_COLUMN`` (its rows are checked where they are consumed:
+    ``_check_batch``).
 
     Raises:
-        DatasetError: the file or row group cannot be read (corrupt, truncated, gone), its
-            columns differ from the dataset's, or it holds NaN/infinite values (the file,
-            the row group and the column named).
+        DatasetError: the file or row group cannot be read (corrupt, truncated, gone), or
+            its columns differ from the dataset's (the file and the row group named).
     """
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
+    file, index, _rows = info.row_groups[position]
     where = f"dataset {info.path!r}: file {file!r}, row group {index}"
     try:
         with info.filesystem.open_input_file(file) as handle:
@@ -836,13 +866,14 @@ def _read_row_group(info: DatasetInfo, file: str, index: int) -> Any:
             f"{where} has columns {layout}, the dataset {info.columns} (the file changed "
             "since the run started?)"
         )
-    _check_rows(where, table_columns(table, info.shapes))
-    return table
+    return table.append_column(
+        _GROUP_COLUMN, pa.array(np.full(table.num_rows, position, dtype=np.int32))
+    )
 
 
-def _row_group_source(info: DatasetInfo, groups: Sequence[tuple[str, int, int]]) -> Any:
-    """A Ray Data ``Datasource`` reading ``groups`` (``(file, row group, rows)``), one read
-    task per row group, in this order."""
+def _row_group_source(info: DatasetInfo, positions: Sequence[int]) -> Any:
+    """A Ray Data ``Datasource`` reading the row groups ``info.row_groups[p]`` for ``p`` in
+    ``positions``, one read task per row group, in this order."""
     from ray.data import Datasource, ReadTask
     from ray.data.block import BlockMetadata
 
@@ -853,18 +884,21 @@ def _row_group_source(info: DatasetInfo, groups: Sequence[tuple[str, int, int]])
         def get_read_tasks(
             self, parallelism: int, per_task_row_limit: int | None = None, data_context: Any = None
         ) -> list[Any]:
-            def read(file: str, index: int) -> Iterator[Any]:
-                yield _read_row_group(info, file, index)
+            def read(position: int) -> Iterator[Any]:
+                yield _read_row_group(info, position)
 
             return [
                 ReadTask(
-                    functools.partial(read, file, index),
+                    functools.partial(read, p),
                     BlockMetadata(
-                        num_rows=rows, size_bytes=None, exec_stats=None, input_files=(file,)
+                        num_rows=info.row_groups[p][2],
+                        size_bytes=None,
+                        exec_stats=None,
+                        input_files=(info.row_groups[p][0],),
                     ),
                     per_task_row_limit=per_task_row_limit,
                 )
-                for file, index, rows in groups
+                for p in positions
             ]
 
     return RowGroups()
@@ -880,7 +914,7 @@ def _batches(
         local_shuffle_seed=seed if buffer else None,
         prefetch_batches=1,
     ):
-        yield table_columns(table, info.shapes)
+        yield _check_batch(info, table_columns(table, info.shapes))
 
 
 class ExperienceReader:
