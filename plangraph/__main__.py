@@ -9,7 +9,7 @@ from plangraph.cli import main
 
 def entry() -> NoReturn:
     """Run the command named on the command line, then end the process with its code."""
-    code = main()
+    code = main(owns_process=True)
     # The command is done (Ray shut down, files written): a Ctrl-C now would only interrupt
     # the interpreter's atexit hooks (Ray's among them) with a KeyboardInterrupt traceback.
     signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -61,11 +61,18 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, *, owns_process: bool = False) -> int:
+    """Run the command ``argv`` names (default: the command line); its exit code.
+
+    ``owns_process``: the process ends when the command does (the ``plangraph`` command
+    itself, not a caller's ``main([...])``), so the command may tune the process for its
+    whole remaining life (``run`` freezes its start-up heap out of the cyclic GC).
+    """
     argv = list(sys.argv[1:] if argv is None else argv)
     # Help, --version and a misspelt command get every command (to list or suggest).
     parser = build_parser(argv[0] if argv and argv[0] in COMMANDS else None)
     args = parser.parse_args(argv)  # argparse exits with 2 on usage errors
+    args.owns_process = owns_process
     try:
         return int(args._run(args))
     except KeyboardInterrupt:

@@ -34,8 +34,10 @@ ValueError`` code keeps working::
     ├── StopCriterionError         a malformed or unknown stop criterion (``--stop``)
     ├── CheckpointError            a checkpoint or run directory is corrupt, truncated,
     │                              hand-edited, of another plan, or in the old pickle format
-    └── DatasetError               (plangraph.rl.offline) an offline dataset cannot be
-                                   written or read, or does not fit the plan's env
+    ├── DatasetError               (plangraph.rl.offline) an offline dataset cannot be
+    │                              written or read, or does not fit the plan's env
+    └── NonFiniteGradientError     (plangraph.rl.policy) a loss's gradient is NaN or
+                                   infinite: the optimizer step is refused
 
 Severity of a compiler finding is not an exception matter: a ``Diagnostic``'s severity is
 always the one its code has in ``plangraph.compiler.CODES``; only errors block a launch.
@@ -48,6 +50,7 @@ __all__ = [
     "BuildError",
     "CheckpointError",
     "DatasetError",
+    "NonFiniteGradientError",
     "PlanError",
     "PlangraphError",
     "RegistrationError",
@@ -109,6 +112,13 @@ class DatasetError(PlangraphError, ValueError):
     does not exist, no rows, a file that is not Parquet, a missing column, a dtype or
     shape the env's spaces do not allow, NaN rewards (the message names the dataset, the
     file or column, and how to fix it)."""
+
+
+class NonFiniteGradientError(PlangraphError, FloatingPointError):
+    """A learner's loss has a NaN or infinite gradient (global L2 norm over an optimizer's
+    parameters): that optimizer is not stepped, so the weights stay as they were before
+    the minibatch. The message names the policy, the optimizer and the env steps, and the
+    usual causes (NaN/inf observations or rewards, a diverging loss)."""
 
 
 class WaitTimeoutError(PlangraphError, TimeoutError):

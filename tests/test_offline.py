@@ -23,6 +23,7 @@ from plangraph.rl.multi_agent_batch import MultiAgentBatch
 from plangraph.rl.offline import (
     ExperienceWriter,
     OfflineDataset,
+    action_bounds,
     check_layout,
     discounted_returns,
     inspect_dataset,
@@ -255,6 +256,37 @@ def test_nan_rewards_stop_the_first_read_naming_the_column(tmp_path: Path) -> No
         DatasetError, match=r"t-.*-000000\.parquet', row group 0: column 'rewards' holds NaN"
     ):
         next(dataset.batches(16))
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_actions_outside_the_env_action_space_are_refused_naming_the_column(
+    tmp_path: Path,
+) -> None:
+    """The learners do not validate actions (``ActorCriticPolicy.dist``): a dataset row
+    with an action the env's ``Discrete(2)`` cannot take is refused where it is read, like
+    a NaN, naming the file, the row group, the column, the range and the rows."""
+    batch = _batch(32)
+    batch["actions"][[3, 9]] = [2, -1]
+    _record(tmp_path / "bad", [batch])
+    info = inspect_dataset(str(tmp_path / "bad"))
+    bounds = action_bounds(CARTPOLE.action_space)
+    dataset = OfflineDataset(info, shuffle_buffer_size=0, action_bounds=bounds)
+    with pytest.raises(
+        DatasetError,
+        match=r"row group 0: column 'actions' holds actions outside the env's action space "
+        r"\(0 <= a < 2\) in 2 row\(s\)",
+    ):
+        next(dataset.batches(32))
+    # Without the env's range (a Box env's dataset) the same rows pass: nothing to check.
+    assert len(next(OfflineDataset(info, shuffle_buffer_size=0).batches(32))["actions"]) == 32
+
+
+def test_action_bounds_follow_the_space() -> None:
+    discrete = action_bounds(gym.spaces.Discrete(3, start=1))
+    assert discrete is not None and [int(x) for x in discrete] == [1, 4]
+    multi = action_bounds(gym.spaces.MultiDiscrete([2, 5]))
+    assert multi is not None and [x.tolist() for x in multi] == [[0, 0], [2, 5]]
+    assert action_bounds(PENDULUM.action_space) is None
 
 
 def test_nan_rewards_in_a_later_file_stop_the_run_and_keep_its_checkpoints(

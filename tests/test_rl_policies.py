@@ -118,6 +118,35 @@ def test_ppo_epochs_minibatches_counters_and_kl() -> None:
     assert steps == {12}
 
 
+@pytest.mark.parametrize(
+    ("column", "grad_clip"), [("obs", 0.5), ("value_targets", 0.5), ("obs", None)]
+)
+def test_a_nan_in_the_loss_refuses_the_step_and_keeps_the_weights(
+    column: str, grad_clip: float | None
+) -> None:
+    """A NaN observation (the policy's logits: once caught by torch's argument checks,
+    which the learner no longer runs) or value target (only the value loss) stops the
+    minibatch at its gradient: NonFiniteGradientError names the policy and the optimizer,
+    and no optimizer step is taken, with or without clipping."""
+    from plangraph.errors import NonFiniteGradientError, PlangraphError
+
+    cfg = PPOConfig(lr=1e-3, grad_clip=grad_clip)
+    batch = _cartpole_batch(cfg, n=4, horizon=25)
+    batch[column][7] = np.nan
+    policy = make_policy(CARTPOLE_OBS, TWO_ACTIONS, cfg, seed=1)
+    before = policy.get_weights()
+    with pytest.raises(
+        NonFiniteGradientError, match=r"PPOPolicy \(ppo\).*'optimizer' loss.*not finite"
+    ) as e:
+        policy.train(batch, num_sgd_iter=2, sgd_minibatch_size=0)
+    assert isinstance(e.value, PlangraphError) and isinstance(e.value, FloatingPointError)
+    assert _weights_equal(policy.get_weights(), before)
+    assert all(p.grad is None for p in policy.model.parameters())
+    batch[column][7] = 0.0  # the same policy trains on as soon as the input is clean
+    assert np.isfinite(policy.train(batch)["total_loss"])
+    assert not _weights_equal(policy.get_weights(), before)
+
+
 def test_ppo_reports_the_entropy_it_trains_on_only_when_its_coefficient_is_not_zero() -> None:
     """With entropy_coeff 0 the entropy is reported but left out of the loss's graph; the
     same weights and batch give the same entropy, and a coefficient subtracts it."""

@@ -5,9 +5,13 @@ a plain script on Ray's, torch's and gymnasium's public APIs, ordered as well as
 Ray first; the two actors are created at once (``.remote()`` returns immediately) and
 import torch and make 8 CartPole-v1 sub-envs each while this process imports torch and
 builds its network; then one 64-step fragment per actor, one Adam step on the 1,024 rows,
-the weights broadcast (``ray.put`` once, every actor waited for) and Ray shut down.
+the weights broadcast (``ray.put`` once, every actor waited for) and Ray shut down. Once
+the long-lived objects exist (modules, network, optimizer), ``gc.freeze()`` keeps the
+cyclic GC from traversing them again, at exit too, as ``plangraph run`` does.
 ``tools/bench_startup.py`` times it next to plangraph.
 """
+
+import gc
 
 import gymnasium as gym
 import numpy as np
@@ -54,6 +58,7 @@ import torch  # noqa: E402  (after the actors were created: they start meanwhile
 torch.set_num_threads(1)
 net = mlp(torch, 4, 2)
 optimizer = torch.optim.Adam(net.parameters(), lr=3e-3)
+gc.freeze()  # what lives until exit, out of the cyclic GC's full collections (as plangraph)
 batches = ray.get([w.sample.remote(64) for w in workers])
 obs = torch.from_numpy(np.concatenate([b["obs"] for b in batches]))
 actions = torch.from_numpy(np.concatenate([b["actions"] for b in batches]))

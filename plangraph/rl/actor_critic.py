@@ -53,7 +53,10 @@ class ActorCriticPolicy(TorchPolicy[ActorCriticConfigT]):
     _recurrent: bool = False
 
     def build_model(self) -> ActorCritic | EncoderActorCritic:
-        self._dist = action_distribution(self.action_space)
+        # Not validated per minibatch: the actions are the sampler's or a checked
+        # dataset's, and a NaN, in the logits or anywhere else in the loss, is stopped at
+        # the gradient before the step (TorchPolicy._apply).
+        self._dist = action_distribution(self.action_space, validate_args=False)
         self._sample = action_sampler(self.action_space)
         self.action_shape, self.action_dtype, self.num_dist_inputs = action_layout(
             self.action_space
@@ -99,7 +102,9 @@ class ActorCriticPolicy(TorchPolicy[ActorCriticConfigT]):
 
     def dist(self, inputs: torch.Tensor) -> Distribution:
         """The ``torch.distributions`` batch whose inputs (``model.pi(obs)``, float32
-        ``[B, num_dist_inputs]``) are ``inputs``."""
+        ``[B, num_dist_inputs]``) are ``inputs``, built with ``validate_args=False``: its
+        parameters and the actions given to ``log_prob`` are not checked (a loss of
+        non-finite parameters fails at the gradient: ``NonFiniteGradientError``)."""
         return self._dist(inputs)
 
     def compute_actions(

@@ -66,9 +66,11 @@ from plangraph.errors import DatasetError
 __all__ = [
     "REQUIRED_COLUMNS",
     "SCHEMA_VERSION",
+    "ActionBounds",
     "DatasetInfo",
     "ExperienceWriter",
     "OfflineDataset",
+    "action_bounds",
     "check_layout",
     "describe_space",
     "discounted_returns",
@@ -647,39 +649,69 @@ _GROUP_COLUMN = "__plangraph_row_group"
 ``DatasetInfo.row_groups``, so that a bad row is named by its file and row group."""
 
 
-def _bad_rows(columns: Mapping[str, np.ndarray]) -> tuple[str, np.ndarray] | None:
-    """The first column of those a learner reads as floats that holds a NaN or infinite
-    value, and its bad rows (bool ``[B]``); None when every row is finite."""
+ActionBounds = tuple[np.ndarray, np.ndarray]
+"""``(low, high)`` of a discrete action space, int64, ``low <= a < high``: shape ``()``
+for ``Discrete(n, start)`` (``start, start + n``), ``[K]`` for ``MultiDiscrete(nvec,
+start)`` (``start, start + nvec``)."""
+
+
+def action_bounds(space: gym.Space[Any]) -> ActionBounds | None:
+    """The integer range of ``space``'s actions (``ActionBounds``); None for a ``Box``."""
+    if isinstance(space, gym.spaces.Discrete):
+        first = int(space.start)
+        return np.asarray(first, np.int64), np.asarray(first + int(space.n), np.int64)
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        starts = np.asarray(space.start, np.int64).reshape(-1)
+        return starts, starts + np.asarray(space.nvec, np.int64).reshape(-1)
+    return None
+
+
+def _bad_rows(
+    columns: Mapping[str, np.ndarray], bounds: ActionBounds | None
+) -> tuple[str, str, np.ndarray] | None:
+    """The first column a learner must not read as it is, what is wrong with it, and its
+    bad rows (bool ``[B]``): a NaN or infinite float (rewards, observations, actions,
+    log-probs), or a discrete action outside ``bounds``; None when every row is fine."""
     for name in ("rewards", "obs", "actions", "action_logp"):
         value = columns.get(name)
         if value is None or np.asarray(value).dtype.kind != "f":
             continue
         bad = ~np.isfinite(value)
         if bad.any():
-            return name, bad.reshape(len(bad), -1).any(axis=1)
+            return name, "NaN or infinite values", bad.reshape(len(bad), -1).any(axis=1)
+    actions = columns.get("actions")
+    if bounds is not None and actions is not None and np.asarray(actions).dtype.kind in "iu":
+        low, high = bounds
+        bad = (actions < low) | (actions >= high)
+        if bad.any():
+            allowed = f"{low.tolist()} <= a < {high.tolist()}"
+            rows = np.asarray(np.asarray(bad).reshape(len(bad), -1).any(axis=1))
+            return "actions", f"actions outside the env's action space ({allowed})", rows
     return None
 
 
-def _check_batch(info: DatasetInfo, columns: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+def _check_batch(
+    info: DatasetInfo, columns: dict[str, np.ndarray], bounds: ActionBounds | None = None
+) -> dict[str, np.ndarray]:
     """``columns`` without the row-group column, once its rows are checked: the rows a
-    learner must not see (a NaN or infinite reward, observation, action or log-prob) are
-    refused when the batch holding them is consumed, so every batch before it is trained
-    on (and checkpointed) as usual.
+    learner must not see (a NaN or infinite reward, observation, action or log-prob, a
+    discrete action outside ``bounds``) are refused when the batch holding them is
+    consumed, so every batch before it is trained on (and checkpointed) as usual.
 
     Raises:
         DatasetError: names the file, the row group and the column, and how many rows.
     """
     groups = columns.pop(_GROUP_COLUMN)
-    found = _bad_rows(columns)
+    found = _bad_rows(columns, bounds)
     if found is None:
         return columns
-    name, bad = found
+    name, what, bad = found
     position = int(groups[np.argmax(bad)])
     file, index, _rows = info.row_groups[position]
     rows = int((bad & (groups == position)).sum())
     raise DatasetError(
-        f"dataset {info.path!r}: file {file!r}, row group {index}: column {name!r} holds NaN "
-        f"or infinite values in {rows} row(s); clean the dataset (e.g. drop those rows)"
+        f"dataset {info.path!r}: file {file!r}, row group {index}: column {name!r} holds "
+        f"{what} in {rows} row(s); clean the dataset (e.g. drop those rows)"
     )
 
 
@@ -697,6 +729,9 @@ class OfflineDataset:
         returns_gamma: when set, a ``returns`` column (float32 ``[B]``, the discounted
             return to go of each row, ``discounted_returns``) is added before shuffling,
             by a Ray Data groupby on ``eps_id`` (a learner such as MARWIL reads it).
+        action_bounds: the env's discrete action range (``action_bounds(space)``): a
+            batch with an action outside it is refused like a NaN (the learners do not
+            validate actions: ``ActorCriticPolicy.dist``); None for a ``Box``.
     """
 
     def __init__(
@@ -708,8 +743,10 @@ class OfflineDataset:
         seed: int = 0,
         read_concurrency: int = 2,
         returns_gamma: float | None = None,
+        action_bounds: ActionBounds | None = None,
     ) -> None:
         self.info = info
+        self.action_bounds = action_bounds
         self.shuffle_buffer_size = int(shuffle_buffer_size)
         self.num_readers = int(num_readers)
         self.seed = int(seed) % (2**31)
@@ -770,7 +807,12 @@ class OfflineDataset:
         this process (``num_readers == 1``)."""
         ds = self.ray_dataset(epoch)
         yield from _batches(
-            ds.iter_batches, batch_size, self.shuffle_buffer_size, self.seed + epoch, self.info
+            ds.iter_batches,
+            batch_size,
+            self.shuffle_buffer_size,
+            self.seed + epoch,
+            self.info,
+            self.action_bounds,
         )
 
     def batches(
@@ -802,7 +844,7 @@ class OfflineDataset:
 
         reader: Any = ray.remote(num_cpus=0)(ExperienceReader)
         self._actors = [
-            reader.remote(self.info, batch_size, self.shuffle_buffer_size)
+            reader.remote(self.info, batch_size, self.shuffle_buffer_size, self.action_bounds)
             for _ in range(self.num_readers)
         ]
         while True:
@@ -905,7 +947,12 @@ def _row_group_source(info: DatasetInfo, positions: Sequence[int]) -> Any:
 
 
 def _batches(
-    iter_batches: Any, batch_size: int, buffer: int, seed: int, info: DatasetInfo
+    iter_batches: Any,
+    batch_size: int,
+    buffer: int,
+    seed: int,
+    info: DatasetInfo,
+    bounds: ActionBounds | None,
 ) -> Iterator[dict[str, np.ndarray]]:
     for table in iter_batches(
         batch_size=batch_size,
@@ -914,7 +961,7 @@ def _batches(
         local_shuffle_seed=seed if buffer else None,
         prefetch_batches=1,
     ):
-        yield _check_batch(info, table_columns(table, info.shapes))
+        yield _check_batch(info, table_columns(table, info.shapes), bounds)
 
 
 class ExperienceReader:
@@ -922,8 +969,11 @@ class ExperienceReader:
     pulls its share of an epoch from a ``ray.data.DataIterator`` (one of
     ``streaming_split``'s) and hands batches out one ``next_batch`` call at a time."""
 
-    def __init__(self, info: DatasetInfo, batch_size: int, buffer: int) -> None:
+    def __init__(
+        self, info: DatasetInfo, batch_size: int, buffer: int, bounds: ActionBounds | None
+    ) -> None:
         self.info = info
+        self.bounds = bounds
         self.batch_size = batch_size
         self.buffer = buffer
         self._current: Iterator[dict[str, np.ndarray]] | None = None
@@ -934,7 +984,7 @@ class ExperienceReader:
         next epoch."""
         if iterator is not None:
             self._current = _batches(
-                iterator.iter_batches, self.batch_size, self.buffer, seed, self.info
+                iterator.iter_batches, self.batch_size, self.buffer, seed, self.info, self.bounds
             )
         if self._current is None:
             return None

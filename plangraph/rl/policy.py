@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import math
 import warnings
 from collections.abc import Iterator, Mapping
 from typing import Any, Generic, TypeVar
@@ -33,6 +34,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from plangraph.errors import NonFiniteGradientError
 from plangraph.ops.policies import AlgorithmConfig, OptimizerSettings
 from plangraph.rl.advantage_norm import AdvantageNormTerms
 from plangraph.rl.postprocessing import Fragment
@@ -423,26 +425,48 @@ class TorchPolicy(Generic[ConfigT]):
     def _apply(self, grads: dict[str, list[torch.Tensor]], with_stats: bool = True) -> Stats:
         """Clip each optimizer's gradient to ``grad_clip`` (global L2 norm over its
         parameters) and step it. Stats: ``grad_gnorm`` (the first optimizer's norm before
-        clipping), ``<name>_grad_gnorm`` for the others, ``cur_lr``."""
+        clipping), ``<name>_grad_gnorm`` for the others, ``cur_lr``.
+
+        The norm is checked at every step (one scalar read): this, not argument validation
+        inside ``torch.distributions`` at every minibatch, is what stops a NaN.
+
+        Raises:
+            NonFiniteGradientError: an optimizer's gradient norm is NaN or infinite; it is
+                not stepped (nor any after it), its gradients are cleared.
+        """
         stats: Stats = {}
         params = self.optimizer_params()
         for i, (name, gs) in enumerate(grads.items()):
             ps = params[name]
             for p, g in zip(ps, gs, strict=True):
                 p.grad = g
-            gnorm: Any = None
+            optimizer = self.optimizers[name]
             if self.config.grad_clip is not None:
                 gnorm = torch.nn.utils.clip_grad_norm_(ps, self.config.grad_clip)
-            elif with_stats:
-                gnorm = torch.linalg.vector_norm(torch.stack([g.norm() for g in gs]))
-            optimizer = self.optimizers[name]
+            else:
+                gnorm = torch.nn.utils.get_total_norm(gs)
+            norm = float(gnorm)
+            if not math.isfinite(norm):
+                optimizer.zero_grad(set_to_none=True)
+                raise self._non_finite(name, norm, len(ps))
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
             if with_stats:
-                stats["grad_gnorm" if i == 0 else f"{name}_grad_gnorm"] = float(gnorm)
+                stats["grad_gnorm" if i == 0 else f"{name}_grad_gnorm"] = norm
                 if i == 0:
                     stats["cur_lr"] = float(optimizer.param_groups[0]["lr"])
         return stats
+
+    def _non_finite(self, name: str, norm: float, num_params: int) -> NonFiniteGradientError:
+        return NonFiniteGradientError(
+            f"{type(self).__name__} ({self.config.algo}): the gradient of the {name!r} loss "
+            f"is not finite (global L2 norm {norm} over its {num_params} parameter tensors) "
+            f"at {self.global_timestep} env steps, so optimizer {name!r} was not stepped and "
+            "the weights are those before this minibatch. NaN or infinite gradients come "
+            "from NaN/inf inputs (observations or rewards: check the env, its wrappers or "
+            "the dataset) or from a loss that diverged (lower lr, set grad_clip, normalise "
+            "observations)"
+        )
 
     def _flat_params(self) -> list[torch.nn.Parameter]:
         """Every optimizer's parameters, in ``optimizer_params`` order."""

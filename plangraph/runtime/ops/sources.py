@@ -111,7 +111,7 @@ def _async_gradients(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIt
 @register_lowering("ReadExperiences")
 def _read_experiences(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalIterator[Any]:
     from plangraph.rl import SampleBatch
-    from plangraph.rl.offline import OfflineDataset
+    from plangraph.rl.offline import OfflineDataset, action_bounds
     from plangraph.runtime.build_context import resource_id
 
     p = node.params
@@ -126,6 +126,7 @@ def _read_experiences(node: Any, inputs: list[Any], ctx: BuildContext) -> LocalI
         seed=ctx.seed,
         read_concurrency=params.read_concurrency,
         returns_gamma=float(policy.config.gamma) if reads_returns else None,
+        action_bounds=action_bounds(policy.action_space),
     )
     # A restored run goes on with the epoch after those already read.
     stream = dataset.batches(
