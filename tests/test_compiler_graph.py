@@ -122,6 +122,55 @@ def test_replay_sources_come_from_read_access_not_the_op_name() -> None:
         unregister_op("SampleReplayTest")
 
 
+def test_a_user_trainer_that_learns_gets_the_replay_use_check() -> None:
+    """Which ops train a policy on the experience they get is read from their signature
+    (``learns=True`` and batches in), not from a list of built-in names: a user's own
+    trainer fed from replay gets PG171 for an on-policy PPO, as TrainOneStep does; the
+    same op without ``learns`` is not taken for a trainer."""
+    from plangraph.ops import register_op, unregister_op
+    from plangraph.ops.registry import OpParams
+
+    class MyTrainParams(OpParams):
+        """Train the policy of ``workers`` on each batch."""
+
+        workers: str = "@workers"
+
+    def plan(op: str) -> dict[str, Any]:
+        doc = _doc(
+            {
+                "r": n("ParallelRollouts"),
+                "s": n("StoreToReplay", "r", buffer="@replay"),
+                "p": n("LocalReplay", buffer="@replay"),
+                "t": n(op, "p"),
+                "c": n("Concurrently", "s", "t", output_indexes=[1]),
+                "m": n("StandardMetricsReporting", "c"),
+            }
+        )
+        doc["resources"]["replay"] = {"kind": "ReplayBuffer", "params": {}}
+        doc["resources"]["workers"]["params"]["policy"]["algo"] = "ppo"
+        return doc
+
+    def pg171(op: str) -> list[tuple[str | None, str | None]]:
+        found = analyze(plan(op)).diagnostics
+        return [(d.node, d.pointer) for d in found if d.code == "PG171"]
+
+    assert pg171("TrainOneStep") == [("t", "/nodes/t/inputs")]
+    for learns in (True, False):
+        register_op(
+            "MyTrainTest",
+            category="train",
+            inputs=["SampleBatch"],
+            output="TrainInfo",
+            params=MyTrainParams,
+            resources={"workers": ("WorkerSet", "write")},
+            learns=learns,
+        )
+        try:
+            assert pg171("MyTrainTest") == ([("t", "/nodes/t/inputs")] if learns else [])
+        finally:
+            unregister_op("MyTrainTest")
+
+
 def test_checks_are_the_pipeline_modules_explicit_order() -> None:
     assert CHECKS == pipeline.BUILTIN_CHECKS == pipeline.checks()
     assert [c.name for c in CHECKS] == [

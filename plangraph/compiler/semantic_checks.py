@@ -18,9 +18,10 @@ from pydantic import BaseModel
 from plangraph.compiler.context import Context, join_hints
 from plangraph.compiler.env_spaces import EnvSpaces, env_spaces
 from plangraph.ir.refs import resource_ref_id
-from plangraph.ir.types import is_shard
+from plangraph.ir.types import MULTI_AGENT_BATCH, SAMPLE_BATCH, PortType, is_shard
 from plangraph.ops.algorithms import algorithms
 from plangraph.ops.policies import AlgorithmConfig
+from plangraph.ops.registry import OpSignature
 from plangraph.ops.resources import LearnerThreadParams, ReplayBufferParams, WorkerSetParams
 from plangraph.text import brief, count
 
@@ -50,15 +51,28 @@ _NEEDS: dict[str, tuple[str, str]] = {
     "MetaUpdate": ("meta_learning", "meta-updates the policy through its inner adaptation"),
 }
 
-#: operators that update the learner policy from the batches they receive (AsyncGradients
-#: from the fragments its rollout workers sample themselves)
-_TRAINERS = (
-    "TrainOneStep",
-    "ComputeGradients",
-    "Enqueue",
-    "AsyncGradients",
-    "DDPPOTrainOnShard",
-)
+
+def _takes_experience(t: PortType) -> bool:
+    """Port type ``t`` carries experience batches: ``SampleBatch``, ``MultiAgentBatch`` or
+    a union of them, whole or per shard (``Shard[...]``)."""
+    if t.is_shard:
+        t = t.args[0]
+    members = t.args if t.is_union else (t,)
+    return all(m in (SAMPLE_BATCH, MULTI_AGENT_BATCH) for m in members)
+
+
+def _trains_on_experience(sig: OpSignature) -> bool:
+    """An operator that trains its worker set's policy (``learns``) on the experience it
+    receives (every input port takes batches: TrainOneStep, ComputeGradients, Enqueue,
+    DDPPOTrainOnShard, a user's trainer), or, a source, on the fragments its rollout
+    workers sample for it (AsyncGradients); not one fed gradients or adapted tasks
+    (ApplyGradients, MetaUpdate), whose batches an upstream trainer was already checked
+    on."""
+    if not sig.learns:
+        return False
+    ports = sig.inputs or ((sig.variadic,) if sig.variadic is not None else ())
+    return all(_takes_experience(t) for t in ports)
+
 
 #: operators whose output items are their input items (same env steps per item)
 _PASS_THROUGH = frozenset(
@@ -315,7 +329,8 @@ def _replay_readers_upstream(ctx: Context, nid: str) -> list[str]:
 def check_replay_use(ctx: Context) -> None:
     """Policies that need fresh rollouts are not trained from replay, and the reverse."""
     for nid, node in ctx.plan.nodes.items():
-        if node.op not in _TRAINERS or ctx.sigs.get(nid) is None or nid in ctx.topology.cyclic:
+        sig = ctx.sigs.get(nid)
+        if sig is None or not _trains_on_experience(sig) or nid in ctx.topology.cyclic:
             continue
         found = _worker_set(ctx, nid)
         if found is None:
@@ -381,7 +396,8 @@ def check_replay_use(ctx: Context) -> None:
             and "replay" in policy.capabilities
             and node.op != "Enqueue"
             and (
-                node.op == "AsyncGradients"
+                # a source that samples for itself (AsyncGradients)
+                (not sig.inputs and sig.variadic is None)
                 or any(ctx.plan.nodes[a].op == "ParallelRollouts" for a in anc)
             )
         ):

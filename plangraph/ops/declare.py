@@ -71,7 +71,9 @@ def register_op(
     rows: elementwise numpy does not; a BLAS matrix product may round otherwise).
     ``learns=True`` says the worker set's policy learns from the op's items (an optimizer
     step or the gradients for one, in the driver, or per shard on each rollout worker):
-    ``explain`` shows from it where the plan's learners run. Raises
+    ``explain`` shows from it where the plan's learners run, and fed experience batches,
+    the op is checked as a trainer (replayed or fresh batches for its policy: PG171,
+    PG172). Raises
     ``RegistrationError`` (a ``ValueError``) if the name is taken (unless ``replace``) or
     the signature is inconsistent (e.g. a for_each op without exactly one input).
 

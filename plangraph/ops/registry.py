@@ -141,7 +141,9 @@ class OpSignature:
     """The worker set's policy learns from this op's items: it steps an optimizer (or
     computes the gradients one applies) in the driver's learner, or feeds a learner thread
     that does, or, placed per shard, trains each rollout worker's own copy. ``explain``
-    says from these where a plan's learners run (in the driver, on the workers, or both)."""
+    says from these where a plan's learners run (in the driver, on the workers, or both),
+    and the compiler checks what a learning op fed experience batches trains on (replay
+    or fresh rollouts: PG171, PG172)."""
     origin: str | None = field(default=None, compare=False)
     """Where a user op was registered (file:line): re-running that same code (a Python
     plan loaded twice) replaces the op instead of failing."""

@@ -106,6 +106,7 @@ AsyncGradients = register_op(
     params=AsyncGradientsParams,
     resources=WORKERS_READ,
     placement="actors",
+    learns=True,
     builtin=True,
 )
 
