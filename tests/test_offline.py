@@ -274,7 +274,8 @@ def test_actions_outside_the_env_action_space_are_refused_naming_the_column(
     with pytest.raises(
         DatasetError,
         match=r"row group 0: column 'actions' holds actions outside the env's action space "
-        r"\(0 <= a < 2\) in 2 row\(s\)",
+        r"\(0 <= a < 2\) in 2 of the 32 rows of it read into this batch \(the first at "
+        r"eps_id \d+, t \d+: 2\)",
     ):
         next(dataset.batches(32))
     # Without the env's range (a Box env's dataset) the same rows pass: nothing to check.
@@ -323,6 +324,10 @@ def test_nan_rewards_in_a_later_file_stop_the_run_and_keep_its_checkpoints(
     assert re.search(r"zz-.*\.parquet', row group 0: column 'rewards' holds NaN", err), err[-3000:]
     kept = latest_checkpoint(run_dir)
     assert kept is not None, err[-3000:]
+    # plangraph's own refusal: one line of error, then what was kept, no stack to dig in
+    assert "Traceback" not in err and "plangraph run: error: plan node 'read'" in err, err
+    assert f"checkpoint kept: {kept}" in err
+    assert f"continue, once fixed, with: plangraph run --resume {run_dir}" in err
     # Without shuffling the 192 good rows are read first (the NaN file sorts last).
     assert Checkpoint.load(kept).meta.iteration >= 1
     assert not list((run_dir / "checkpoints").glob("*.tmp"))

@@ -140,6 +140,9 @@ def test_a_nan_in_the_loss_refuses_the_step_and_keeps_the_weights(
     ) as e:
         policy.train(batch, num_sgd_iter=2, sgd_minibatch_size=0)
     assert isinstance(e.value, PlangraphError) and isinstance(e.value, FloatingPointError)
+    assert f"in this minibatch: NaN or infinite values in column {column!r} (1 of 100 rows)" in (
+        str(e.value)
+    )
     assert _weights_equal(policy.get_weights(), before)
     assert all(p.grad is None for p in policy.model.parameters())
     batch[column][7] = 0.0  # the same policy trains on as soon as the input is clean

@@ -452,11 +452,30 @@ def run(args: argparse.Namespace) -> int:
             _shutdown_ray()
 
 
+def _kept_lines(run_dir: Path) -> list[str]:
+    """What a failed run leaves: its latest complete checkpoint and how to go on from it,
+    or that none was written (or the run directory, holding no result, was removed)."""
+    from plangraph.commands.run_args import import_flags
+    from plangraph.runtime.run_loop import latest_checkpoint
+
+    if not run_dir.exists():
+        return [f"nothing was kept: {run_dir} held no result and was removed"]
+    kept = latest_checkpoint(run_dir)
+    if kept is None:
+        return [f"no checkpoint was written before the failure (run directory: {run_dir})"]
+    parts = ["--resume", str(run_dir), import_flags(run_dir), "--stop KEY=VALUE"]
+    return [
+        f"checkpoint kept: {kept} (the iterations after it are lost)",
+        f"continue, once fixed, with: plangraph run {' '.join(p for p in parts if p)}",
+    ]
+
+
 def _train(launch: _Launch, args: argparse.Namespace) -> int:
     """Build (Ray starts), restore, write the run directory, train, summarise."""
     from rich.console import Console
 
-    from plangraph.errors import BuildError, CheckpointError
+    from plangraph.errors import BuildError, CheckpointError, PlangraphError
+    from plangraph.flow.errors import OperatorError
     from plangraph.flow.watchdog import PlanStalledError
     from plangraph.runtime import build
     from plangraph.runtime.retention import Retention
@@ -535,6 +554,20 @@ def _train(launch: _Launch, args: argparse.Namespace) -> int:
             if fresh:
                 _remove_if_no_result(run_dir, before)
             print(f"plangraph run: error: {exc}", file=sys.stderr)
+            return 1
+        except OperatorError as exc:
+            if not isinstance(exc.__cause__, PlangraphError):
+                if fresh:
+                    _remove_if_no_result(run_dir, before)
+                raise  # a failure in user code or a library: its traceback is the clue
+            # plangraph's own refusal in the driver (a NaN gradient, a bad dataset row): its
+            # message says what, where and how to fix it; the stack would only bury it.
+            if fresh:
+                _remove_if_no_result(run_dir, before)
+            where = f" on actor {exc.actor}" if exc.actor else ""
+            lines = [f"plangraph run: error: plan node {exc.node_id!r} failed{where}: {exc.detail}"]
+            lines += _kept_lines(run_dir)
+            print("\n".join(lines), file=sys.stderr)
             return 1
         except BaseException:
             if fresh:

@@ -706,12 +706,17 @@ def _check_batch(
     if found is None:
         return columns
     name, what, bad = found
-    position = int(groups[np.argmax(bad)])
+    first = int(np.argmax(bad))
+    position = int(groups[first])
     file, index, _rows = info.row_groups[position]
     rows = int((bad & (groups == position)).sum())
+    at = ", ".join(f"{key} {int(columns[key][first])}" for key in ("eps_id", "t") if key in columns)
+    value = np.array2string(np.asarray(columns[name][first]), threshold=8)
     raise DatasetError(
         f"dataset {info.path!r}: file {file!r}, row group {index}: column {name!r} holds "
-        f"{what} in {rows} row(s); clean the dataset (e.g. drop those rows)"
+        f"{what} in {rows} of the {int((groups == position).sum())} rows of it read into "
+        f"this batch (the first at {at or f'batch row {first}'}: {value}); clean the "
+        "dataset (e.g. drop those rows)"
     )
 
 

@@ -517,7 +517,13 @@ class TorchPolicy(Generic[ConfigT]):
 
     def _learn_on_tensors(self, t: Mapping[str, torch.Tensor], with_stats: bool = True) -> Stats:
         grads, stats = self._grads(t, with_stats)
-        stats.update(self._apply(grads, with_stats))
+        try:
+            stats.update(self._apply(grads, with_stats))
+        except NonFiniteGradientError as exc:
+            bad = _non_finite_columns(t)
+            if not bad:
+                raise
+            raise NonFiniteGradientError(f"{exc}; in this minibatch: {bad}") from None
         return stats
 
     def learn_on_batch(self, batch: SampleBatch) -> Stats:
@@ -748,6 +754,20 @@ def build_optimizer(
     return torch.optim.SGD(
         params, lr=lr, momentum=s.momentum, weight_decay=s.decay, nesterov=s.nesterov
     )
+
+
+def _non_finite_columns(t: Mapping[str, torch.Tensor]) -> str:
+    """``"NaN or infinite values in column 'obs' (3 of 256 rows), ..."`` for the float
+    columns of a minibatch that hold such values; ``""`` when none does (the loss
+    diverged)."""
+    found = []
+    for name, value in sorted(t.items()):
+        if not value.is_floating_point() or value.ndim == 0:
+            continue
+        rows = (~torch.isfinite(value)).reshape(value.shape[0], -1).any(dim=1)
+        if bool(rows.any()):
+            found.append(f"column {name!r} ({int(rows.sum())} of {value.shape[0]} rows)")
+    return f"NaN or infinite values in {', '.join(found)}" if found else ""
 
 
 def _merge_minibatch_stats(last: list[tuple[np.ndarray, Stats]], count: int) -> Stats:
