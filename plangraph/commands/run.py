@@ -556,7 +556,10 @@ def _train(launch: _Launch, args: argparse.Namespace) -> int:
             print(f"plangraph run: error: {exc}", file=sys.stderr)
             return 1
         except OperatorError as exc:
-            if not isinstance(exc.__cause__, PlangraphError):
+            root: BaseException = exc
+            while isinstance(root, OperatorError) and root.__cause__ is not None:
+                root = root.__cause__
+            if isinstance(root, OperatorError) or not isinstance(root, PlangraphError):
                 if fresh:
                     _remove_if_no_result(run_dir, before)
                 raise  # a failure in user code or a library: its traceback is the clue
