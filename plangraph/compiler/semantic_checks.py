@@ -10,7 +10,7 @@ torch classes, so the compiler stays free of torch.
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass
 
 from pydantic import BaseModel
@@ -123,10 +123,37 @@ def _worker_set(ctx: Context, nid: str) -> tuple[str, WorkerSetParams] | None:
     return found[0], ws
 
 
-def _algos_with(capability: str) -> str:
+Fits = Callable[[type[AlgorithmConfig]], bool]
+"""Whether an algorithm (its config class) could run where a hint would send the user."""
+
+
+def _algos_with(capability: str, fits: Fits | None = None) -> str:
+    """The algorithms with ``capability`` (and, given ``fits``, that pass it: those that
+    can run on the plan's env and replay resources, so that a hint never sends a user to
+    an algorithm another check refuses)."""
     return ", ".join(
-        name for name, spec in algorithms().items() if capability in spec.config.capabilities
+        name
+        for name, spec in algorithms().items()
+        if capability in spec.config.capabilities and (fits is None or fits(spec.config))
     )
+
+
+def _fits_env(ws: WorkerSetParams) -> Fits | None:
+    """Whether an algorithm's config class acts in the action space and reads the
+    observations of worker set ``ws``'s env (None when the env's spaces are unknown)."""
+    spaces = env_spaces(ws.env, ws.wrappers)
+    if spaces is None:
+        return None
+    act, obs = spaces.action, spaces.observation
+
+    def fits(config: type[AlgorithmConfig]) -> bool:
+        return (
+            act.kind in config.action_spaces
+            and (act.bounded or not config.needs_bounded_actions)
+            and obs.kind in config.observation_spaces
+        )
+
+    return fits
 
 
 def _policy_text(rid: str, policy: AlgorithmConfig) -> str:
@@ -340,6 +367,7 @@ def check_replay_use(ctx: Context) -> None:
         if policy is None:  # a worker set of several policies (checked per policy node)
             continue
         readers = _replay_readers_upstream(ctx, nid)
+        env_fits = _fits_env(ws)
         anc = ctx.topology.ancestors(nid)
         mixers = [a for a in ctx.topology.sort(anc) if ctx.plan.nodes[a].op == "MixInReplay"]
         if mixers and not {"replay", "off_policy_batches"} & policy.capabilities:
@@ -353,7 +381,8 @@ def check_replay_use(ctx: Context) -> None:
                 node=nid,
                 pointer=f"/nodes/{nid}/inputs",
                 hint=f"remove {brief(mixers[0])}, or use a policy that corrects whole old "
-                f"batches (V-trace): {_algos_with('off_policy_batches')}",
+                "batches (V-trace): "
+                f"{_algos_with('off_policy_batches', env_fits) or 'none for this env'}",
             )
         elif readers and "replay" not in policy.capabilities:
             ctx.report(
@@ -366,8 +395,8 @@ def check_replay_use(ctx: Context) -> None:
                 node=nid,
                 pointer=f"/nodes/{nid}/inputs",
                 hint=f"feed {brief(nid)} fresh rollouts (ParallelRollouts -> ConcatBatches -> "
-                f"{node.op}) without a replay buffer, or use a policy that learns from replay: "
-                f"{_algos_with('replay')}",
+                f"{node.op}) without a replay buffer"
+                + _replay_algos_text(_replay_fits(ctx, readers, env_fits)),
             )
         elif readers and (wrong := _replay_item_mismatches(ctx, readers, policy.replay_item)):
             reader, buf = wrong[0]
@@ -389,7 +418,8 @@ def check_replay_use(ctx: Context) -> None:
                 pointer=f"/nodes/{nid}/inputs",
                 hint=f"feed {brief(nid)} fresh rollouts (ParallelRollouts -> ConcatBatches -> "
                 f'{node.op}), give the policy a model without state ({{"type": "mlp"}}), or '
-                f"use an algorithm that replays sequences: {_algos_replaying('sequence')}",
+                f"use an algorithm that replays sequences: "
+                f"{_algos_replaying('sequence', env_fits)}",
             )
         elif (
             not readers
@@ -414,13 +444,36 @@ def check_replay_use(ctx: Context) -> None:
             )
 
 
-def _algos_replaying(item: str) -> str:
+def _algos_replaying(item: str, fits: Fits | None = None) -> str:
     names = sorted(
         n
         for n, spec in algorithms().items()
-        if spec.config.replay_item == item and "replay" in spec.config.capabilities
+        if spec.config.replay_item == item
+        and "replay" in spec.config.capabilities
+        and (fits is None or fits(spec.config))
     )
-    return ", ".join(names) or "none"
+    return ", ".join(names) or "none for this env"
+
+
+def _replay_fits(ctx: Context, readers: list[str], env_fits: Fits | None) -> Fits:
+    """An algorithm fits the replay of ``readers`` when it acts in the env (``env_fits``)
+    and learns from the item (transitions or sequences) their buffers keep."""
+    items = {
+        getattr(ctx.res_params.get(rid), "item", "transition")
+        for rid, res in ctx.plan.resources.items()
+        if res.kind in ("ReplayBuffer", "ReplayActors")
+        and any(r in ctx.readers.get(rid, []) for r in readers)
+    }
+    return lambda config: (
+        (env_fits is None or env_fits(config)) and (not items or config.replay_item in items)
+    )
+
+
+def _replay_algos_text(fits: Fits) -> str:
+    """``", or use a policy that learns from replay: dqn, ..."`` (those that ``fits``), or
+    ``""`` when none does."""
+    names = _algos_with("replay", fits)
+    return f", or use a policy that learns from replay: {names}" if names else ""
 
 
 def _replay_item_mismatches(ctx: Context, readers: list[str], item: str) -> list[tuple[str, str]]:
