@@ -140,7 +140,10 @@ def _algos_with(capability: str, fits: Fits | None = None) -> str:
 
 def _fits_env(ws: WorkerSetParams) -> Fits | None:
     """Whether an algorithm's config class acts in the action space and reads the
-    observations of worker set ``ws``'s env (None when the env's spaces are unknown)."""
+    observations of worker set ``ws``'s env (None when the env's spaces are unknown, or
+    its env is multi-agent: each policy has its own spaces there)."""
+    if ws.policies is not None:
+        return None
     spaces = env_spaces(ws.env, ws.wrappers)
     if spaces is None:
         return None
