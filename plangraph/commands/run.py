@@ -455,7 +455,6 @@ def run(args: argparse.Namespace) -> int:
 def _kept_lines(run_dir: Path) -> list[str]:
     """What a failed run leaves: its latest complete checkpoint and how to go on from it,
     or that none was written (or the run directory, holding no result, was removed)."""
-    from plangraph.commands.run_args import import_flags
     from plangraph.runtime.run_loop import latest_checkpoint
 
     if not run_dir.exists():
@@ -463,11 +462,19 @@ def _kept_lines(run_dir: Path) -> list[str]:
     kept = latest_checkpoint(run_dir)
     if kept is None:
         return [f"no checkpoint was written before the failure (run directory: {run_dir})"]
-    parts = ["--resume", str(run_dir), import_flags(run_dir), "--stop KEY=VALUE"]
     return [
         f"checkpoint kept: {kept} (the iterations after it are lost)",
-        f"continue, once fixed, with: plangraph run {' '.join(p for p in parts if p)}",
+        f"continue, once fixed, with: {_resume_command(run_dir)}",
     ]
+
+
+def _resume_command(run_dir: Path) -> str:
+    """``plangraph run --resume DIR [--import ...] --stop KEY=VALUE`` for ``run_dir``: the
+    run's own envs and operators are not imported by ``--resume`` by itself."""
+    from plangraph.commands.run_args import import_flags
+
+    parts = ["--resume", str(run_dir), import_flags(run_dir), "--stop KEY=VALUE"]
+    return f"plangraph run {' '.join(p for p in parts if p)}"
 
 
 def _train(launch: _Launch, args: argparse.Namespace) -> int:
@@ -559,14 +566,12 @@ def _train(launch: _Launch, args: argparse.Namespace) -> int:
             root: BaseException = exc
             while isinstance(root, OperatorError) and root.__cause__ is not None:
                 root = root.__cause__
+            if fresh:
+                _remove_if_no_result(run_dir, before)
             if isinstance(root, OperatorError) or not isinstance(root, PlangraphError):
-                if fresh:
-                    _remove_if_no_result(run_dir, before)
                 raise  # a failure in user code or a library: its traceback is the clue
             # plangraph's own refusal in the driver (a NaN gradient, a bad dataset row): its
             # message says what, where and how to fix it; the stack would only bury it.
-            if fresh:
-                _remove_if_no_result(run_dir, before)
             where = f" on actor {exc.actor}" if exc.actor else ""
             lines = [f"plangraph run: error: plan node {exc.node_id!r} failed{where}: {exc.detail}"]
             lines += _kept_lines(run_dir)
@@ -592,15 +597,7 @@ def _train(launch: _Launch, args: argparse.Namespace) -> int:
                 soft_wrap=True,
                 highlight=False,
             )
-        from plangraph.commands.run_args import import_flags
-
-        # The run's own envs and operators are not imported by --resume by itself.
-        parts = ["--resume", str(run_dir), import_flags(run_dir), "--stop KEY=VALUE"]
-        out.print(
-            f"continue with: plangraph run {' '.join(p for p in parts if p)}",
-            soft_wrap=True,
-            highlight=False,
-        )
+        out.print(f"continue with: {_resume_command(run_dir)}", soft_wrap=True, highlight=False)
     return 130 if summary.interrupted else 0
 
 

@@ -148,15 +148,14 @@ def _fits_env(ws: WorkerSetParams) -> Fits | None:
     if spaces is None:
         return None
     act, obs = spaces.action, spaces.observation
+    return lambda config: (
+        _acts_in(config, act.kind, act.bounded) and obs.kind in config.observation_spaces
+    )
 
-    def fits(config: type[AlgorithmConfig]) -> bool:
-        return (
-            act.kind in config.action_spaces
-            and (act.bounded or not config.needs_bounded_actions)
-            and obs.kind in config.observation_spaces
-        )
 
-    return fits
+def _acts_in(config: type[AlgorithmConfig], kind: str, bounded: bool) -> bool:
+    """The algorithm acts in action spaces of ``kind`` (``bounded``: finite Box bounds)."""
+    return kind in config.action_spaces and (bounded or not config.needs_bounded_actions)
 
 
 def _policy_text(rid: str, policy: AlgorithmConfig) -> str:
@@ -207,9 +206,7 @@ class SpaceProblem:
 
 def _algos_acting_in(kind: str, bounded: bool) -> str:
     return ", ".join(
-        name
-        for name, spec in algorithms().items()
-        if kind in spec.config.action_spaces and (bounded or not spec.config.needs_bounded_actions)
+        name for name, spec in algorithms().items() if _acts_in(spec.config, kind, bounded)
     )
 
 
@@ -448,25 +445,25 @@ def check_replay_use(ctx: Context) -> None:
 
 
 def _algos_replaying(item: str, fits: Fits | None = None) -> str:
-    names = sorted(
-        n
-        for n, spec in algorithms().items()
-        if spec.config.replay_item == item
-        and "replay" in spec.config.capabilities
-        and (fits is None or fits(spec.config))
+    names = _algos_with(
+        "replay", lambda config: config.replay_item == item and (fits is None or fits(config))
     )
-    return ", ".join(names) or "none for this env"
+    return names or "none for this env"
+
+
+def _read_buffers(ctx: Context, readers: list[str]) -> Iterator[tuple[str, str, BaseModel | None]]:
+    """``(reader node, replay resource, its params)`` for each replay resource each of
+    ``readers`` reads (params None where they did not validate)."""
+    for reader in readers:
+        for rid, res in sorted(ctx.plan.resources.items()):
+            if res.kind in ("ReplayBuffer", "ReplayActors") and reader in ctx.readers.get(rid, []):
+                yield reader, rid, ctx.res_params.get(rid)
 
 
 def _replay_fits(ctx: Context, readers: list[str], env_fits: Fits | None) -> Fits:
     """An algorithm fits the replay of ``readers`` when it acts in the env (``env_fits``)
     and learns from the item (transitions or sequences) their buffers keep."""
-    items = {
-        getattr(ctx.res_params.get(rid), "item", "transition")
-        for rid, res in ctx.plan.resources.items()
-        if res.kind in ("ReplayBuffer", "ReplayActors")
-        and any(r in ctx.readers.get(rid, []) for r in readers)
-    }
+    items = {getattr(params, "item", "transition") for _, _, params in _read_buffers(ctx, readers)}
     return lambda config: (
         (env_fits is None or env_fits(config)) and (not items or config.replay_item in items)
     )
@@ -482,18 +479,11 @@ def _replay_algos_text(fits: Fits) -> str:
 def _replay_item_mismatches(ctx: Context, readers: list[str], item: str) -> list[tuple[str, str]]:
     """``(reader node, replay resource)`` of each replay reader upstream whose resource
     keeps another ``item`` (transitions or sequences) than the policy learns from."""
-    out = []
-    for reader in readers:
-        for rid, res in sorted(ctx.plan.resources.items()):
-            if res.kind not in ("ReplayBuffer", "ReplayActors"):
-                continue
-            if reader not in ctx.readers.get(rid, []):
-                continue
-            params = ctx.res_params.get(rid)
-            have = getattr(params, "item", "transition")
-            if params is not None and have != item:
-                out.append((reader, rid))
-    return out
+    return [
+        (reader, rid)
+        for reader, rid, params in _read_buffers(ctx, readers)
+        if params is not None and getattr(params, "item", "transition") != item
+    ]
 
 
 def _report_item_mismatch(
